@@ -1,0 +1,112 @@
+"""The `groc` command: one thin module per stage under groc_cli/commands/."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+try:  # typer >= 0.20 vendors click as typer._click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # older typer depends on click itself
+    from click import exceptions as click_exceptions
+
+from . import __version__
+from .errors import GrocError
+
+app = typer.Typer(
+    name="groc",
+    help=(
+        "Adaptive word-level language modeling: grounded compositional outputs (GroC), "
+        "weight tying, and local/unbounded neural caches.\n\n"
+        "Stages chain through files and pipes: tokenize -> prepare -> lexicon -> train -> "
+        "finetune -> dump -> eval."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"groc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+) -> None:
+    if debug:
+        os.environ["GROC_DEBUG"] = "1"
+
+
+def _register() -> None:
+    from .commands import lexicon, prepare, tokenize
+
+    tokenize.register(app)
+    prepare.register(app)
+    lexicon.register(app)
+    try:
+        from .commands import train  # noqa: F401
+    except ImportError:
+        return
+    for name in ("train", "finetune", "dump", "eval", "compare"):
+        try:
+            module = __import__(f"groc_cli.commands.{name}", fromlist=["register"])
+        except ImportError:
+            continue
+        module.register(app)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args or os.environ.get("GROC_DEBUG") == "1"
+    try:
+        result = command.main(args=args, prog_name="groc", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        print("groc: interrupted", file=sys.stderr)
+        return 130
+    except click_exceptions.UsageError as exc:
+        if not exc.format_message():  # no arguments at all: the help was already shown
+            return 2
+        where = exc.ctx.command_path if exc.ctx else "groc"
+        print(f"{where}: error: {exc.format_message()} (see '{where} --help')", file=sys.stderr)
+        return 2
+    except click_exceptions.ClickException as exc:
+        print(f"groc: error: {exc.format_message()}", file=sys.stderr)
+        return exc.exit_code
+    except GrocError as exc:
+        if debug:
+            raise
+        print(f"groc: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("groc: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader of our stdout went away (e.g. `groc tokenize | head`): not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except MemoryError:
+        print("groc: error: out of memory; use a smaller --batch-size or --chunk-size", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if debug:
+            raise
+        print(f"groc: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1

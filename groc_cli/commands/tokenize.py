@@ -1,0 +1,54 @@
+"""groc tokenize: Moses tokenization as a stream stage."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..artifacts import atomic_file, check_destination
+from ..errors import GrocError
+from ..text.io import open_input
+from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_lines
+
+EPILOG = """[bold]Examples[/bold]
+
+  groc tokenize book.txt --lower -o book.tok
+
+  zcat news.2007.en.gz | groc tokenize --lower -j 2 | head -n 87000 > train.txt
+"""
+
+
+def tokenize(
+    input: Optional[str] = typer.Argument(None, metavar="[INPUT|-]", help="Text file to tokenize; '-' or nothing reads stdin."),
+    output: str = typer.Option("-", "-o", "--output", help="Where to write tokens; '-' is stdout."),
+    lower: bool = typer.Option(False, "--lower", help="Lowercase the tokens (the paper lowercased its cross-domain data)."),
+    escape: bool = typer.Option(False, "--escape/--no-escape", help="Escape & < > ' \" [ ] as XML entities, as Moses does by default."),
+    jobs: int = typer.Option(1, "-j", "--jobs", min=1, help="Worker processes; line order is kept."),
+    errors: str = typer.Option("strict", "--errors", help="Invalid UTF-8: 'strict' stops naming the line, 'replace' substitutes U+FFFD."),
+    force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
+) -> None:
+    """Moses-tokenize text (sacremoses, English), one output line per input line."""
+    if errors not in ("strict", "replace"):
+        raise GrocError(f"--errors {errors!r}: expected 'strict' or 'replace'")
+    options = TokenizeOptions(lower=lower, escape=escape)
+    stream = open_input(input, "INPUT")
+    name = "stdin" if input in (None, "-") else input
+    lines = tokenize_lines(decode_lines(stream, errors=errors, name=name), options, jobs=jobs)
+    if output == "-":
+        out = sys.stdout
+        for line in lines:
+            out.write(line + "\n")
+        out.flush()
+        return
+    target = Path(output)
+    check_destination(target, force)
+    with atomic_file(target, "w") as handle:
+        for line in lines:
+            handle.write(line + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tokenize", epilog=EPILOG, help="Moses-tokenize text (stdin to stdout by default), optionally lowercased, in parallel.")(tokenize)

@@ -1,0 +1,35 @@
+"""Everything but results goes to stderr: logs, warnings, progress bars (GUIDE practice 4)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from typing import Any, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def log(message: str) -> None:
+    err.print(message, markup=False)
+
+
+def emit_json(obj: Any) -> None:
+    """The stage's result: one JSON object on stdout."""
+    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def progress(description: str, total: int | None, unit: str = "") -> Iterator:
+    """A rich progress bar on stderr; yields advance(n). Quiet when stderr is not a terminal."""
+    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()]
+    if unit:
+        columns.append(TextColumn(unit))
+    columns += [TimeElapsedColumn(), TimeRemainingColumn()]
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n=1: bar.advance(task, n)

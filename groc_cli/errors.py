@@ -1,0 +1,7 @@
+"""User-facing errors: one line on stderr, non-zero exit, no traceback (unless --debug)."""
+
+
+class GrocError(Exception):
+    """An error caused by the user's input or environment, with a message that names the fix."""
+
+    exit_code = 2

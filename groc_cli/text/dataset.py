@@ -1,0 +1,307 @@
+"""Dataset directories: splits as Parquet token ids, a vocabulary table, and a manifest.
+
+Layout (format version 1, documented in docs/formats.md):
+
+    DATASET/
+      manifest.json     counts, OOV rates, input checksums, arguments, tool version, checksum
+      vocab.parquet     id, word, count_train, count_valid, count_test, in_vocab
+      train.parquet     one column `id` (uint16 or uint32, chosen from the number of types)
+      valid.parquet     (each split present only if given)
+      test.parquet
+
+Ids index `vocab.parquet`, which lists every type seen in any split. The training
+vocabulary (`in_vocab`) takes ids 0..V-1, in descending training frequency (ties by
+string), so frequency-binned models read cutoffs directly from ids; types outside it
+(rare training words cut by --min-count/--max-vocab, words only in valid/test) follow.
+Splits keep the original ids, so one dataset serves closed-vocabulary evaluation (map
+ids >= V to <unk>) and open-vocabulary evaluation (use the words themselves).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import __version__
+from ..artifacts import atomic_dir, id_dtype, provenance, read_json, read_metadata, sha256_file, write_json, write_parquet
+from ..errors import GrocError
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "valid", "test")
+UNK = "<unk>"
+EOS = "<eos>"
+
+
+def parse_budgets(text: str) -> list[int | None]:
+    """Parse "2M,2M,10M" (K/M/G suffixes; "rest" takes what is left) into token budgets."""
+    budgets: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if part in ("rest", "*"):
+            budgets.append(None)
+            continue
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)", part)
+        if not match:
+            raise GrocError(f"--split {text!r}: expected token budgets like 2M,2M,10M (K/M/G suffixes, 'rest')")
+        value = float(match.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[match.group(2)]
+        if value <= 0:
+            raise GrocError(f"--split {text!r}: budgets must be positive")
+        budgets.append(int(value))
+    if not 1 <= len(budgets) <= 3:
+        raise GrocError(f"--split {text!r}: give one to three budgets (train[,valid[,test]])")
+    if None in budgets[:-1]:
+        raise GrocError(f"--split {text!r}: only the last budget may be 'rest'")
+    return budgets
+
+
+def split_by_budget(lines: Iterable[list[str]], budgets: list[int | None]) -> dict[str, list[list[str]]]:
+    """Consecutive splits: a split takes whole lines until it holds at least its budget of tokens."""
+    out: dict[str, list[list[str]]] = {name: [] for name in SPLITS[: len(budgets)]}
+    names = list(out)
+    index, count = 0, 0
+    for tokens in lines:
+        if index >= len(names):
+            break
+        out[names[index]].append(tokens)
+        count += len(tokens)
+        budget = budgets[index]
+        if budget is not None and count >= budget:
+            index, count = index + 1, 0
+    return out
+
+
+@dataclass
+class SplitStats:
+    tokens: int
+    lines: int
+    types: int
+    oov_tokens: int = 0
+
+    def as_dict(self) -> dict:
+        d = {"tokens": self.tokens, "lines": self.lines, "types": self.types}
+        if self.tokens:
+            d["oov_tokens"] = self.oov_tokens
+            d["oov_rate"] = self.oov_tokens / self.tokens
+        return d
+
+
+def build_vocabulary(train_counts: Counter, min_count: int, max_vocab: int | None, eos: bool) -> list[str]:
+    """Training vocabulary in descending frequency (ties by string); <unk> (and <eos>) always included."""
+    specials = [UNK] + ([EOS] if eos else [])
+    if max_vocab is not None and max_vocab <= len(specials):
+        raise GrocError(f"--max-vocab {max_vocab} leaves no room for words besides {' and '.join(specials)}")
+    ranked = sorted(train_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    words = [w for w, c in ranked if c >= min_count and w not in specials]
+    if max_vocab is not None:
+        words = words[: max_vocab - len(specials)]
+    return sorted(words + specials, key=lambda w: (-train_counts.get(w, 0), w))
+
+
+def content_checksum(vocab_words: list[str], arrays: dict[str, np.ndarray], in_vocab: int) -> str:
+    """Checksum of what a model sees (ids and words), independent of paths and timestamps."""
+    digest = hashlib.sha256()
+    digest.update(f"groc-dataset-v{FORMAT_VERSION}\n{in_vocab}\n".encode())
+    for word in vocab_words:
+        digest.update(word.encode() + b"\n")
+    for name in SPLITS:
+        if name in arrays:
+            digest.update(name.encode())
+            digest.update(arrays[name].astype(np.uint32).tobytes())
+    return digest.hexdigest()
+
+
+def prepare_dataset(
+    split_lines: dict[str, list[list[str]]],
+    out_dir: Path,
+    *,
+    eos: bool = True,
+    min_count: int = 1,
+    max_vocab: int | None = None,
+    inputs: dict[str, dict] | None = None,
+    arguments: dict | None = None,
+) -> dict:
+    """Write a dataset directory from tokenized lines per split; return the manifest."""
+    counts: dict[str, Counter] = {}
+    stats: dict[str, SplitStats] = {}
+    for name, lines in split_lines.items():
+        c: Counter = Counter()
+        n_tokens = 0
+        for tokens in lines:
+            c.update(tokens)
+            n_tokens += len(tokens)
+        if eos:
+            c[EOS] += len(lines)
+            n_tokens += len(lines)
+        if n_tokens == 0:
+            raise GrocError(f"the {name} split is empty after reading; check the input or --split budgets")
+        counts[name] = c
+        stats[name] = SplitStats(tokens=n_tokens, lines=len(lines), types=len(c))
+
+    train_counts = counts.get("train", Counter())
+    vocab = build_vocabulary(train_counts, min_count, max_vocab, eos) if train_counts else []
+    in_vocab = len(vocab)
+    known = set(vocab)
+    total: Counter = Counter()
+    for c in counts.values():
+        total.update(c)
+    rest = sorted((w for w in total if w not in known), key=lambda w: (-total[w], w))
+    words = vocab + rest
+    index = {w: i for i, w in enumerate(words)}
+    dtype = id_dtype(len(words))
+
+    arrays: dict[str, np.ndarray] = {}
+    for name, lines in split_lines.items():
+        ids = np.empty(stats[name].tokens, dtype=dtype)
+        pos = 0
+        eos_id = index.get(EOS)
+        for tokens in lines:
+            n = len(tokens)
+            ids[pos : pos + n] = [index[t] for t in tokens]
+            pos += n
+            if eos:
+                ids[pos] = eos_id
+                pos += 1
+        arrays[name] = ids
+        if train_counts:
+            stats[name].oov_tokens = int(np.count_nonzero(ids >= in_vocab))
+
+    checksum = content_checksum(words, arrays, in_vocab)
+    manifest = {
+        "format": "groc-dataset",
+        "format_version": FORMAT_VERSION,
+        "groc_version": __version__,
+        "checksum": checksum,
+        "eos": eos,
+        "vocab_size": in_vocab,
+        "types_total": len(words),
+        "id_dtype": str(dtype),
+        "unk": UNK if vocab else None,
+        "splits": {name: stats[name].as_dict() for name in split_lines},
+        "inputs": inputs or {},
+        "arguments": arguments or {},
+    }
+    meta = provenance("prepare", checksum=checksum, format_version=FORMAT_VERSION)
+    with atomic_dir(out_dir) as tmp:
+        vocab_table = pa.table(
+            {
+                "id": pa.array(np.arange(len(words), dtype=np.uint32)),
+                "word": pa.array(words, type=pa.string()),
+                **{
+                    f"count_{name}": pa.array([counts[name].get(w, 0) if name in counts else 0 for w in words], type=pa.int64())
+                    for name in SPLITS
+                },
+                "in_vocab": pa.array(np.arange(len(words)) < in_vocab),
+            }
+        )
+        write_parquet(vocab_table, tmp / "vocab.parquet", meta)
+        for name, ids in arrays.items():
+            write_parquet(pa.table({"id": pa.array(ids)}), tmp / f"{name}.parquet", meta, row_group_size=1 << 20)
+        write_json(manifest, tmp / "manifest.json")
+    return manifest
+
+
+@dataclass
+class Dataset:
+    """A prepared dataset directory, validated on open."""
+
+    path: Path
+    manifest: dict
+    words: list[str] = field(repr=False)
+    counts: dict[str, np.ndarray] = field(repr=False)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.manifest["vocab_size"])
+
+    @property
+    def vocab(self) -> list[str]:
+        """The training vocabulary (ids 0..V-1)."""
+        return self.words[: self.vocab_size]
+
+    @property
+    def checksum(self) -> str:
+        return self.manifest["checksum"]
+
+    def has_split(self, name: str) -> bool:
+        return name in self.manifest["splits"]
+
+    def ids(self, split: str) -> np.ndarray:
+        if not self.has_split(split):
+            have = ", ".join(self.manifest["splits"]) or "none"
+            raise GrocError(f"dataset {self.path} has no {split} split (it has: {have}); prepare it with --{split}")
+        table = pq.read_table(self.path / f"{split}.parquet", columns=["id"])
+        return table.column("id").to_numpy()
+
+
+def open_dataset(path: Path) -> Dataset:
+    path = Path(path)
+    if not path.is_dir():
+        raise GrocError(f"dataset {path}: not a directory; create it with 'groc prepare ... -o {path}'")
+    manifest = read_json(path / "manifest.json", "dataset manifest")
+    if manifest.get("format") != "groc-dataset":
+        raise GrocError(f"{path} is not a groc dataset directory (manifest format {manifest.get('format')!r})")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise GrocError(f"dataset {path} has format version {manifest.get('format_version')}, this groc reads {FORMAT_VERSION}; re-run groc prepare")
+    for name in ["vocab", *manifest["splits"]]:
+        if not (path / f"{name}.parquet").exists():
+            raise GrocError(f"dataset {path} is incomplete: {name}.parquet is missing; re-run groc prepare")
+    table = pq.read_table(path / "vocab.parquet")
+    words = table.column("word").to_pylist()
+    counts = {name: table.column(f"count_{name}").to_numpy() for name in SPLITS}
+    if len(words) != manifest["types_total"]:
+        raise GrocError(f"dataset {path}: vocab.parquet has {len(words)} types but the manifest says {manifest['types_total']}; re-run groc prepare")
+    return Dataset(path=path, manifest=manifest, words=words, counts=counts)
+
+
+def read_vocab_words(path: Path) -> list[str]:
+    """Words of a vocabulary given as a dataset directory, a vocab.parquet, or a text file (one word per line, optional count)."""
+    path = Path(path)
+    if path.is_dir():
+        return open_dataset(path).vocab
+    if not path.exists():
+        raise GrocError(f"--vocab {path}: no such file or directory")
+    if path.suffix == ".parquet":
+        try:
+            schema = pq.read_schema(path)
+        except Exception:
+            raise GrocError(f"--vocab {path} is not a readable Parquet file") from None
+        if "word" not in schema.names:
+            raise GrocError(f"--vocab {path}: Parquet file has no 'word' column (columns: {', '.join(schema.names)}); give a dataset's vocab.parquet")
+        table = pq.read_table(path)
+        if "in_vocab" in table.column_names:
+            mask = table.column("in_vocab").to_numpy(zero_copy_only=False)
+            return [w for w, keep in zip(table.column("word").to_pylist(), mask) if keep]
+        return table.column("word").to_pylist()
+    with open(path, "rb") as handle:
+        head = handle.read(8192)
+    if not head:
+        raise GrocError(f"--vocab {path} is empty")
+    if b"\x00" in head or head.startswith(b"PAR1"):
+        raise GrocError(f"--vocab {path} is binary; give a dataset directory, a vocab.parquet or a text file with one word per line")
+    words = []
+    for number, raw in enumerate(open(path, "rb"), start=1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise GrocError(f"--vocab {path} line {number}: invalid UTF-8") from None
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+            raise GrocError(f"--vocab {path} line {number}: expected 'word' or 'word count', got {line[:60]!r}")
+        words.append(parts[0])
+    if not words:
+        raise GrocError(f"--vocab {path} has no words")
+    return words
+
+
+def file_record(path: Path) -> dict:
+    return {"path": str(path), "bytes": Path(path).stat().st_size, "sha256": sha256_file(path)}
