@@ -62,8 +62,8 @@ def parse_budgets(text: str) -> list[int | None]:
     return budgets
 
 
-def split_by_budget(lines: Iterable[list[str]], budgets: list[int | None]) -> dict[str, list[list[str]]]:
-    """Consecutive splits: a split takes whole lines until it holds at least its budget of tokens."""
+def split_by_budget(lines: Iterable[list[str]], budgets: list[int | None], eos: bool = True) -> dict[str, list[list[str]]]:
+    """Consecutive splits: a split takes whole lines until it holds at least its budget of tokens (<eos> included)."""
     out: dict[str, list[list[str]]] = {name: [] for name in SPLITS[: len(budgets)]}
     names = list(out)
     index, count = 0, 0
@@ -71,7 +71,7 @@ def split_by_budget(lines: Iterable[list[str]], budgets: list[int | None]) -> di
         if index >= len(names):
             break
         out[names[index]].append(tokens)
-        count += len(tokens)
+        count += len(tokens) + int(eos)
         budget = budgets[index]
         if budget is not None and count >= budget:
             index, count = index + 1, 0
@@ -83,11 +83,11 @@ class SplitStats:
     tokens: int
     lines: int
     types: int
-    oov_tokens: int = 0
+    oov_tokens: int | None = None  # against the training vocabulary, when there is one
 
     def as_dict(self) -> dict:
         d = {"tokens": self.tokens, "lines": self.lines, "types": self.types}
-        if self.tokens:
+        if self.oov_tokens is not None:
             d["oov_tokens"] = self.oov_tokens
             d["oov_rate"] = self.oov_tokens / self.tokens
         return d

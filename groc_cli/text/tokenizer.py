@@ -13,7 +13,7 @@ from typing import BinaryIO, Iterable, Iterator
 from ..errors import GrocError
 
 _TOKENIZER = None
-CHUNK_LINES = 2000
+CHUNK_LINES = 500
 
 
 @dataclass(frozen=True)

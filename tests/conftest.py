@@ -1,0 +1,39 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("GROC_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def run_groc(*args, input=None, cwd=None, check=False, env=None):
+    """Run the real CLI in a subprocess; stdout and stderr are kept apart."""
+    result = subprocess.run(
+        [sys.executable, "-m", "groc_cli", *map(str, args)],
+        input=input, capture_output=True, cwd=cwd, env={**os.environ, **(env or {})},
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"groc {' '.join(map(str, args))} failed:\n{result.stderr.decode()}")
+    return result
+
+
+@pytest.fixture
+def groc():
+    return run_groc
+
+
+@pytest.fixture(scope="session")
+def data_dir():
+    if not DATA.is_dir():
+        pytest.skip(f"shared corpora not found at {DATA}")
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def wordnet():
+    from groc_cli.lexicon.wordnet import open_wordnet
+
+    return open_wordnet("auto").reader

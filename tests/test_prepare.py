@@ -1,0 +1,107 @@
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from groc_cli.errors import GrocError
+from groc_cli.text.dataset import build_vocabulary, open_dataset, parse_budgets, prepare_dataset, split_by_budget
+from collections import Counter
+
+
+def test_parse_budgets():
+    assert parse_budgets("2M,2M,10M") == [2_000_000, 2_000_000, 10_000_000]
+    assert parse_budgets("90k, rest") == [90_000, None]
+    for bad in ("", "2X", "rest,1M", "1,2,3,4", "0"):
+        with pytest.raises(GrocError):
+            parse_budgets(bad)
+
+
+def test_split_by_budget_cuts_at_line_boundaries():
+    lines = [["a"] * 3 for _ in range(10)]
+    out = split_by_budget(lines, [5, 7, None], eos=False)
+    assert [len(out[s]) for s in ("train", "valid", "test")] == [2, 3, 5]
+
+
+def test_vocabulary_order_and_limits():
+    counts = Counter({"the": 5, "a": 5, "cat": 2, "dog": 1, "<eos>": 4})
+    assert build_vocabulary(counts, 1, None, True) == ["a", "the", "<eos>", "cat", "dog", "<unk>"]
+    assert build_vocabulary(counts, 2, None, True) == ["a", "the", "<eos>", "cat", "<unk>"]
+    assert build_vocabulary(counts, 1, 4, True) == ["a", "the", "<eos>", "<unk>"]
+
+
+def test_ptb_counts(groc, data_dir, tmp_path):
+    ptb = data_dir / "ptb"
+    out = tmp_path / "ptb"
+    result = groc("prepare", "--train", ptb / "ptb.train.txt", "--valid", ptb / "ptb.valid.txt",
+                  "--test", ptb / "ptb.test.txt", "-o", out, "--json", check=True)
+    manifest = json.loads(result.stdout)
+    assert manifest["splits"]["train"]["tokens"] == 929_589
+    assert manifest["vocab_size"] == 10_000
+    assert manifest["splits"]["test"]["oov_rate"] == 0.0
+    ds = open_dataset(out)
+    train = ds.ids("train")
+    assert train.dtype == np.uint16 and len(train) == 929_589
+    assert ds.vocab[train[-1]] == "<eos>"
+    assert ds.words[ds.counts["train"].argmax()] == "the"
+    assert ds.manifest["inputs"]["train"]["sha256"]
+    assert json.loads(pq.read_schema(out / "vocab.parquet").metadata[b"groc"])["stage"] == "prepare"
+
+
+def test_wikitext2_counts(groc, data_dir, tmp_path):
+    wt = data_dir / "wikitext-2"
+    out = tmp_path / "wt2"
+    groc("prepare", "--train", wt / "wiki.train.tokens", "--valid", wt / "wiki.valid.tokens", "-o", out, check=True)
+    ds = open_dataset(out)
+    assert ds.manifest["splits"]["train"]["tokens"] == 2_088_628
+    assert ds.vocab_size == 33_278
+
+
+def test_split_tokenize_and_oov(groc, data_dir, tmp_path):
+    out = tmp_path / "reuters"
+    result = groc("prepare", "--train", data_dir / "reuters" / "reuters.test.txt", "--tokenize", "--lower",
+                  "--split", "20K,5K,5K", "--min-count", "2", "-o", out, "--json", check=True)
+    m = json.loads(result.stdout)
+    for name, budget in (("train", 20_000), ("valid", 5_000), ("test", 5_000)):
+        assert budget <= m["splits"][name]["tokens"] < budget + 2_000
+    assert 0.05 < m["splits"]["test"]["oov_rate"] < 0.3
+    ds = open_dataset(out)
+    test_ids = ds.ids("test")
+    assert np.count_nonzero(test_ids >= ds.vocab_size) == m["splits"]["test"]["oov_tokens"]
+    assert all(w == w.lower() for w in ds.vocab)
+    assert min(ds.counts["train"][: ds.vocab_size - 1]) >= 1
+
+
+def test_same_content_same_checksum(tmp_path):
+    lines = {"train": [["a", "b"], ["b", "c"]], "test": [["c", "d"]]}
+    m1 = prepare_dataset(lines, tmp_path / "one", inputs={"train": {"path": "x"}})
+    m2 = prepare_dataset(lines, tmp_path / "two", inputs={"train": {"path": "y"}})
+    assert m1["checksum"] == m2["checksum"]
+    m3 = prepare_dataset({"train": [["a", "b"]], "test": [["c", "d"]]}, tmp_path / "three")
+    assert m3["checksum"] != m1["checksum"]
+
+
+def test_failures_leave_nothing(groc, data_dir, tmp_path):
+    out = tmp_path / "ds"
+    result = groc("prepare", "--train", data_dir / "ptb" / "ptb.valid.txt", "--split", "80K,50K", "-o", out)
+    assert result.returncode != 0 and "ran out" in result.stderr.decode()
+    assert list(tmp_path.iterdir()) == []
+    out.mkdir()
+    result = groc("prepare", "--train", data_dir / "ptb" / "ptb.valid.txt", "-o", out)
+    assert result.returncode != 0 and "--force" in result.stderr.decode()
+    assert "--tokenize" in groc("prepare", "--train", data_dir / "ptb" / "ptb.valid.txt", "--lower", "-o", tmp_path / "x").stderr.decode()
+
+
+def test_open_dataset_refuses_other_directories(tmp_path):
+    with pytest.raises(GrocError, match="not a directory"):
+        open_dataset(tmp_path / "missing")
+    (tmp_path / "manifest.json").write_text("{}")
+    with pytest.raises(GrocError, match="not a groc dataset"):
+        open_dataset(tmp_path)
+
+
+def test_split_budget_counts_eos_and_test_only_dataset_has_no_oov(tmp_path):
+    out = split_by_budget([["a"] * 3 for _ in range(10)], [8, None], eos=True)
+    assert len(out["train"]) == 2
+    m = prepare_dataset({"test": [["x", "y"]]}, tmp_path / "t")
+    assert m["vocab_size"] == 0 and "oov_rate" not in m["splits"]["test"]

@@ -1,0 +1,56 @@
+from groc_cli.text.tokenizer import TokenizeOptions, tokenize_line, tokenize_lines
+
+
+def test_moses_splits_punctuation_and_keeps_abbreviations():
+    assert tokenize_line("Mr. Smith paid $5.50, didn't he?", TokenizeOptions()) == "Mr. Smith paid $ 5.50 , didn 't he ?"
+
+
+def test_lower_and_escape():
+    assert tokenize_line('A "Big" <deal> & more', TokenizeOptions(lower=True)) == 'a " big " < deal > & more'
+    assert "&quot;" in tokenize_line('A "Big" deal', TokenizeOptions(escape=True))
+
+
+def test_parallel_keeps_order_and_blank_lines():
+    lines = [f"Line {i}, with words." if i % 7 else "" for i in range(5000)]
+    serial = list(tokenize_lines(lines, TokenizeOptions(), jobs=1))
+    parallel = list(tokenize_lines(lines, TokenizeOptions(), jobs=2))
+    assert parallel == serial
+    assert len(parallel) == 5000 and parallel[0] == "" and parallel[1] == "Line 1 , with words ."
+
+
+def test_cli_pipes_stdin_to_stdout(groc):
+    result = groc("tokenize", "--lower", input=b"Hello, World!\n\nIt's fine.\n")
+    assert result.returncode == 0
+    assert result.stdout.decode().splitlines() == ["hello , world !", "", "it 's fine ."]
+    assert result.stderr == b""
+
+
+def test_cli_invalid_utf8_names_line(groc, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine line\nsecond \xff line\n")
+    out = tmp_path / "out.txt"
+    result = groc("tokenize", bad, "-o", out)
+    assert result.returncode != 0
+    err = result.stderr.decode().strip()
+    assert len(err.splitlines()) == 1 and "line 2" in err and "--errors replace" in err
+    assert not out.exists() and list(tmp_path.iterdir()) == [bad]  # nothing half-written
+    ok = groc("tokenize", bad, "--errors", "replace")
+    assert ok.returncode == 0 and ok.stdout.decode().splitlines()[1] == "second \ufffd line"
+
+
+def test_cli_refuses_existing_output_and_bad_inputs(groc, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("some text\n")
+    out = tmp_path / "out.txt"
+    out.write_text("keep me")
+    result = groc("tokenize", src, "-o", out)
+    assert result.returncode != 0 and "--force" in result.stderr.decode() and out.read_text() == "keep me"
+    assert groc("tokenize", src, "-o", out, "--force").returncode == 0 and out.read_text() == "some text\n"
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert "empty" in groc("tokenize", empty).stderr.decode()
+    binary = tmp_path / "x.bin"
+    binary.write_bytes(b"\x00\x01\x02" * 10)
+    assert "binary" in groc("tokenize", binary).stderr.decode()
+    missing = groc("tokenize", tmp_path / "nope.txt")
+    assert missing.returncode != 0 and "no such file" in missing.stderr.decode()
