@@ -14,7 +14,7 @@ from ..console import emit_json, log, progress
 from ..errors import GrocError
 from ..lexicon.extract import LexiconOptions, all_single_word_lemmas, build_entries, coverage, keep_fraction
 from ..lexicon.wordnet import open_wordnet
-from ..text.dataset import read_vocab_words
+from ..text.dataset import vocab_for_lexicon
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -28,7 +28,7 @@ EPILOG = """[bold]Examples[/bold]
 
 def lexicon(
     output: Path = typer.Option(..., "-o", "--output", help="Lexicon table to write (Parquet)."),
-    vocab: Optional[Path] = typer.Option(None, "--vocab", help="Dataset directory, vocab.parquet or word list; default: every WordNet lemma."),
+    vocab: Optional[list[Path]] = typer.Option(None, "--vocab", help="Dataset directory (all its types), vocab.parquet or word list; repeat to combine; default: every WordNet lemma."),
     wordnet: str = typer.Option("auto", "--wordnet", help="'auto' (NLTK's data, then Debian's /usr/share/wordnet) or a directory with WordNet's files."),
     max_relations: int = typer.Option(3, "--max-relations", min=0, help="Most synonyms/hyponyms per word (paper B.1: 3)."),
     max_definition: int = typer.Option(10, "--max-definition", min=0, help="Most definition tokens per word (paper B.1: 10)."),
@@ -41,18 +41,25 @@ def lexicon(
 ) -> None:
     """Extract each word's WordNet relations (synonyms, hyponyms) and definition into a Parquet table."""
     check_destination(output, force)
-    words = read_vocab_words(vocab) if vocab is not None else None
+    words, report_on = None, None
+    if vocab:
+        words, report_on = [], []
+        for item in vocab:
+            listed, training = vocab_for_lexicon(item)
+            words.extend(listed)
+            report_on.extend(training)
+        words, report_on = list(dict.fromkeys(words)), list(dict.fromkeys(report_on))
     start = time.perf_counter()
     source = open_wordnet(wordnet)
     log(f"WordNet {source.version} from {source.description}")
     if words is None:
-        words = all_single_word_lemmas(source.reader)
+        words = report_on = all_single_word_lemmas(source.reader)
     options = LexiconOptions(max_relations=max_relations, max_definition=max_definition, lower=lower)
     with progress("lexicon", total=len(words), unit="words") as advance:
         entries = build_entries(source.reader, words, options, jobs=jobs, progress=advance)
     if fraction < 1.0:
         entries = keep_fraction(entries, fraction, seed)
-    cov = coverage(entries, words)
+    cov = coverage(entries, report_on)
     table = pa.table(
         {
             "word": pa.array([e.word for e in entries], type=pa.string()),
@@ -64,7 +71,7 @@ def lexicon(
     meta = provenance(
         "lexicon",
         wordnet=source.description, wordnet_version=source.version,
-        arguments={"vocab": str(vocab) if vocab else None, "max_relations": max_relations, "max_definition": max_definition,
+        arguments={"vocab": [str(v) for v in vocab] if vocab else None, "max_relations": max_relations, "max_definition": max_definition,
                    "lower": lower, "keep_fraction": fraction, "seed": seed},
         coverage=cov,
     )
@@ -72,8 +79,8 @@ def lexicon(
         write_parquet(table, tmp, meta)
     seconds = time.perf_counter() - start
     log(
-        f"wrote {output}: {len(entries):,} words; relations for {100 * cov['relations_coverage']:.1f}%, "
-        f"definitions for {100 * cov['definition_coverage']:.1f}% of {cov['vocab_size']:,} ({seconds:.1f}s)"
+        f"wrote {output}: {len(entries):,} words; of the {cov['vocab_size']:,}-word vocabulary, relations for "
+        f"{100 * cov['relations_coverage']:.1f}% and definitions for {100 * cov['definition_coverage']:.1f}% ({seconds:.1f}s)"
     )
     if json_out:
         emit_json({"output": str(output), "words": len(entries), "seconds": round(seconds, 2), **cov})

@@ -98,11 +98,12 @@ def all_single_word_lemmas(wordnet) -> list[str]:
 
 
 def keep_fraction(entries: list[Entry], fraction: float, seed: int) -> list[Entry]:
-    """Drop a seeded random share (1 - fraction) of the words that have lexicon information."""
+    """Empty the entries of a seeded random (1 - fraction) share of the covered words.
+
+    Rows stay, so the table still lists the whole vocabulary it was built for."""
     covered = [i for i, e in enumerate(entries) if e.relations or e.definition]
-    rng = random.Random(seed)
-    keep = set(rng.sample(covered, round(len(covered) * fraction)))
-    return [e for i, e in enumerate(entries) if i in keep or not (e.relations or e.definition)]
+    keep = set(random.Random(seed).sample(covered, round(len(covered) * fraction)))
+    return [e if i in keep or i not in set(covered) else Entry(e.word, None, [], []) for i, e in enumerate(entries)]
 
 
 def coverage(entries: Iterable[Entry], vocab: list[str]) -> dict:

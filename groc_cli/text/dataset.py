@@ -261,6 +261,17 @@ def open_dataset(path: Path) -> Dataset:
     return Dataset(path=path, manifest=manifest, words=words, counts=counts)
 
 
+def vocab_for_lexicon(path: Path) -> tuple[list[str], list[str]]:
+    """(words to list, words to report coverage on): for a dataset directory every type of
+    every split (open-vocabulary evaluation needs the new words too) and its training
+    vocabulary; otherwise the words of the file, both times."""
+    if Path(path).is_dir():
+        ds = open_dataset(path)
+        return ds.words, ds.vocab or ds.words
+    words = read_vocab_words(path)
+    return words, words
+
+
 def read_vocab_words(path: Path) -> list[str]:
     """Words of a vocabulary given as a dataset directory, a vocab.parquet, or a text file (one word per line, optional count)."""
     path = Path(path)

@@ -1,0 +1,288 @@
+"""One training loop for every output layer (GUIDE: no copy-pasted loop per model).
+
+Paper B.1 defaults: Adam 1e-3, batch 20, BPTT 35, gradient-norm clip 0.1, learning rate
+x0.1 after 4 epochs without validation improvement, early stop after 8. Checkpoints carry
+the optimizer, the schedule, every RNG state, the carried hidden state and the data
+position, so `--resume` ends with the same weights and metrics as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+import torch
+import torch.distributed as dist
+
+from ..artifacts import atomic_path, provenance, write_json, write_parquet
+from ..console import log
+from ..errors import GrocError
+from .run import load_trainer_state, save_weights
+from .seed import rng_state, set_rng_state
+
+
+@dataclass
+class TrainConfig:
+    lr: float = 1e-3
+    batch_size: int = 20
+    eval_batch_size: int = 10
+    bptt: int = 35
+    clip: float = 0.1
+    max_epochs: int = 100
+    lr_decay: float = 0.1
+    lr_patience: int = 4
+    patience: int = 8
+    max_tokens: int | None = None
+    max_minutes: float | None = None
+    seed: int = 1
+    amp: bool = True  # bfloat16 autocast, on CUDA only
+    checkpoint_every: int = 0  # steps between mid-epoch checkpoints (0: at epoch ends only)
+    log_every: int = 100
+    deterministic: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class NonFiniteLoss(GrocError):
+    pass
+
+
+@dataclass
+class Position:
+    epoch: int = 1
+    batch: int = 0  # index into the epoch's time axis
+    step: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    epoch_loss: float = 0.0
+    epoch_tokens: int = 0
+    epoch_seconds: float = 0.0
+    best_valid: float = math.inf
+    bad_epochs: int = 0
+    lr_bad_epochs: int = 0
+
+
+def world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def evaluate_loss(model, columns: torch.Tensor, chunk: int = 256, amp: bool = False) -> tuple[float, int]:
+    """Summed NLL and token count over [N, B] columns, hidden state carried across chunks."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    with torch.no_grad(), _autocast(device, amp):
+        composed = model.compose(grad=False)
+        state = model.init_state(columns.size(1))
+        for i in range(0, columns.size(0) - 1, chunk):
+            n = min(chunk, columns.size(0) - 1 - i)
+            x = columns[i : i + n].to(device)
+            y = columns[i + 1 : i + 1 + n].to(device)
+            hidden, state = model(x, state, composed)
+            nll = composed.nll(hidden.reshape(-1, hidden.size(-1)).float(), y.reshape(-1))
+            total += float(nll.double().sum())
+            count += y.numel()
+    model.train(was_training)
+    return total, count
+
+
+def _autocast(device: torch.device, amp: bool):
+    if amp and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast(device.type, enabled=False)
+
+
+class Trainer:
+    def __init__(self, model, train_cols: torch.Tensor, valid_cols: torch.Tensor | None, config: TrainConfig,
+                 run_dir: Path, device: torch.device, on_epoch: Callable[[dict], None] | None = None):
+        self.model = model
+        self.train_cols = train_cols
+        self.valid_cols = valid_cols
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.device = device
+        self.rank, self.world = world()
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        self.update_gen = torch.Generator().manual_seed(config.seed + 7919)
+        self.pos = Position()
+        self.metrics: list[dict] = []
+        self.state = None
+        self.on_epoch = on_epoch
+
+    # -- checkpoints -------------------------------------------------------------------
+    def _trainer_state(self) -> dict:
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "position": asdict(self.pos),
+            "metrics": [dict(m) for m in self.metrics],
+            "rng": rng_state(),
+            "update_gen": self.update_gen.get_state(),
+            "hidden": [t.cpu() for pair in self.state for t in pair] if self.state is not None else [],
+        }
+
+    def resume(self) -> None:
+        saved = load_trainer_state(self.run_dir / "last")
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.pos = Position(**saved["position"])
+        self.metrics = list(saved["metrics"])
+        set_rng_state(saved["rng"])
+        self.update_gen.set_state(saved["update_gen"])
+        flat = saved["hidden"]
+        self.state = [(flat[i].to(self.device), flat[i + 1].to(self.device)) for i in range(0, len(flat), 2)] or None
+
+    def checkpoint(self) -> None:
+        if self.rank == 0:
+            save_weights(self.model, self.run_dir / "last", self._trainer_state())
+
+    def _write_metrics(self) -> None:
+        if self.rank != 0 or not self.metrics:
+            return
+        columns = {k: [m.get(k) for m in self.metrics] for k in self.metrics[0]}
+        with atomic_path(self.run_dir / "metrics.parquet") as tmp:
+            write_parquet(pa.table(columns), tmp, provenance("train", what="per-epoch metrics"))
+
+    # -- the loop ------------------------------------------------------------------------
+    def _set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    @property
+    def lr(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def _allreduce_grads(self) -> None:
+        # Data parallelism as torch DDP does it (averaged gradients), done explicitly because
+        # GroC's vocabulary composition happens outside the module's forward and, with
+        # --update-prob, leaves some parameters without gradients on a step.
+        grads = []
+        for p in self.model.parameters():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            grads.append(p.grad)
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= self.world
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def train(self, progress: Callable | None = None) -> dict:
+        cfg = self.config
+        model = self.model
+        steps_per_epoch = len(range(0, self.train_cols.size(0) - 1, cfg.bptt))
+        stop_reason = None
+        started = time.perf_counter() - self.pos.seconds
+        while self.pos.epoch <= cfg.max_epochs and stop_reason is None:
+            model.train()
+            if self.pos.batch == 0 or self.state is None:
+                self.state = model.init_state(self.train_cols.size(1))
+            epoch_start = time.perf_counter() - self.pos.epoch_seconds
+            partial = False
+            starts = range(self.pos.batch, self.train_cols.size(0) - 1, cfg.bptt)
+            for i in starts:
+                n = min(cfg.bptt, self.train_cols.size(0) - 1 - i)
+                x = self.train_cols[i : i + n].to(self.device, non_blocking=True)
+                y = self.train_cols[i + 1 : i + 1 + n].to(self.device, non_blocking=True)
+                self.state = model.detach_state(self.state)
+                with _autocast(self.device, cfg.amp):
+                    composed = model.compose(grad=model.sample_update(self.update_gen))
+                    hidden, self.state = model(x, self.state, composed)
+                    nll = composed.nll(hidden.reshape(-1, hidden.size(-1)).float(), y.reshape(-1))
+                    loss = nll.mean() + model.regularization()
+                value = float(loss.detach())
+                if not math.isfinite(value):
+                    raise NonFiniteLoss(
+                        f"non-finite loss ({value}) at epoch {self.pos.epoch}, step {self.pos.step + 1}; "
+                        f"the last good checkpoint is kept in {self.run_dir / 'last'}; lower --lr or --clip and resume"
+                    )
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if self.world > 1:
+                    self._allreduce_grads()
+                if cfg.clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+                self.optimizer.step()
+                tokens = y.numel() * self.world
+                self.pos.batch = i + n
+                self.pos.step += 1
+                self.pos.tokens += tokens
+                self.pos.epoch_tokens += tokens
+                self.pos.epoch_loss += float(nll.detach().double().sum()) * self.world
+                self.pos.epoch_seconds = time.perf_counter() - epoch_start
+                self.pos.seconds = time.perf_counter() - started
+                if progress is not None:
+                    progress(self, steps_per_epoch)
+                if cfg.max_tokens is not None and self.pos.tokens >= cfg.max_tokens:
+                    stop_reason, partial = "max-tokens", True
+                elif cfg.max_minutes is not None and self.pos.seconds >= 60 * cfg.max_minutes:
+                    stop_reason, partial = "max-minutes", True
+                if stop_reason:
+                    partial = self.pos.batch < self.train_cols.size(0) - 1
+                    break
+                if cfg.checkpoint_every and self.pos.step % cfg.checkpoint_every == 0:
+                    self.checkpoint()
+            stop_reason = self._end_epoch(partial) or stop_reason
+        if stop_reason is None:
+            stop_reason = "max-epochs"
+        return {"stop_reason": stop_reason, "epochs": len(self.metrics), "steps": self.pos.step,
+                "tokens": self.pos.tokens, "seconds": round(self.pos.seconds, 2), "best_valid_ppl": _ppl(self.pos.best_valid)}
+
+    def _end_epoch(self, partial: bool) -> str | None:
+        cfg = self.config
+        train_loss = self.pos.epoch_loss / max(self.pos.epoch_tokens, 1)
+        valid_loss = None
+        if self.valid_cols is not None:
+            total, count = evaluate_loss(self.model, self.valid_cols, amp=cfg.amp)
+            valid_loss = total / count
+        row = {
+            "epoch": self.pos.epoch, "partial": partial, "train_loss": train_loss, "train_ppl": _ppl(train_loss),
+            "valid_loss": valid_loss, "valid_ppl": _ppl(valid_loss) if valid_loss is not None else None,
+            "lr": self.lr, "seconds": self.pos.epoch_seconds, "tokens": self.pos.epoch_tokens,
+            "tokens_per_s": self.pos.epoch_tokens / max(self.pos.epoch_seconds, 1e-9),
+        }
+        self.metrics.append(row)
+        score = valid_loss if valid_loss is not None else train_loss
+        improved = score < self.pos.best_valid
+        stop = None
+        if improved:
+            self.pos.best_valid = score
+            self.pos.bad_epochs = self.pos.lr_bad_epochs = 0
+            if self.rank == 0:
+                save_weights(self.model, self.run_dir / "best")
+        else:
+            self.pos.bad_epochs += 1
+            self.pos.lr_bad_epochs += 1
+            if self.pos.lr_bad_epochs >= cfg.lr_patience:
+                self._set_lr(self.lr * cfg.lr_decay)
+                self.pos.lr_bad_epochs = 0
+            if self.pos.bad_epochs >= cfg.patience:
+                stop = "early-stopping"
+        if self.on_epoch is not None and self.rank == 0:
+            self.on_epoch(row)
+        self.pos.epoch += 1
+        self.pos.batch = 0
+        self.pos.epoch_loss = 0.0
+        self.pos.epoch_tokens = 0
+        self.pos.epoch_seconds = 0.0
+        self.state = None
+        self._write_metrics()
+        self.checkpoint()
+        return stop
+
+
+def _ppl(loss: float | None) -> float | None:
+    if loss is None or not math.isfinite(loss):
+        return None
+    return math.exp(min(loss, 700.0))
