@@ -53,10 +53,6 @@ def _register() -> None:
     tokenize.register(app)
     prepare.register(app)
     lexicon.register(app)
-    try:
-        from .commands import train  # noqa: F401
-    except ImportError:
-        return
     for name in ("train", "finetune", "dump", "eval", "compare"):
         try:
             module = __import__(f"groc_cli.commands.{name}", fromlist=["register"])

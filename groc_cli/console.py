@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from typing import Any, Iterator
 
@@ -13,12 +14,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def is_main_process() -> bool:
+    """False on every torchrun rank but 0: only rank 0 speaks and writes."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def log(message: str) -> None:
-    err.print(message, markup=False)
+    if is_main_process():
+        err.print(message, markup=False)
 
 
 def emit_json(obj: Any) -> None:
     """The stage's result: one JSON object on stdout."""
+    if not is_main_process():
+        return
     sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
     sys.stdout.flush()
 

@@ -9,11 +9,16 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("GROC_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+# Tiny models in tests: one thread each (2 cores shared by pytest and its subprocesses;
+# OpenMP spin-waiting made tiny jobs many times slower on a loaded machine).
+TEST_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def run_groc(*args, input=None, cwd=None, check=False, env=None):
     """Run the real CLI in a subprocess; stdout and stderr are kept apart."""
     result = subprocess.run(
         [sys.executable, "-m", "groc_cli", *map(str, args)],
-        input=input, capture_output=True, cwd=cwd, env={**os.environ, **(env or {})},
+        input=input, capture_output=True, cwd=cwd, env={**os.environ, **TEST_ENV, **(env or {})},
     )
     if check and result.returncode != 0:
         raise AssertionError(f"groc {' '.join(map(str, args))} failed:\n{result.stderr.decode()}")
@@ -37,3 +42,9 @@ def wordnet():
     from groc_cli.lexicon.wordnet import open_wordnet
 
     return open_wordnet("auto").reader
+
+
+def pytest_configure(config):
+    import torch
+
+    torch.set_num_threads(1)

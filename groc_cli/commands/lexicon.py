@@ -11,7 +11,6 @@ import typer
 
 from ..artifacts import atomic_path, check_destination, provenance, write_parquet
 from ..console import emit_json, log, progress
-from ..errors import GrocError
 from ..lexicon.extract import LexiconOptions, all_single_word_lemmas, build_entries, coverage, keep_fraction
 from ..lexicon.wordnet import open_wordnet
 from ..text.dataset import vocab_for_lexicon

@@ -1,0 +1,7 @@
+"""Evaluation: stream perplexity (closed or open vocabulary), caches over the stream,
+per-token records, and dumped states (``groc eval``, ``groc dump``)."""
+
+from .perplexity import EvalSettings, evaluate
+from .states import dump_states, open_states
+
+__all__ = ["EvalSettings", "dump_states", "evaluate", "open_states"]

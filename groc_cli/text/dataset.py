@@ -24,14 +24,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import __version__
-from ..artifacts import atomic_dir, id_dtype, provenance, read_json, read_metadata, sha256_file, write_json, write_parquet
+from ..artifacts import atomic_dir, id_dtype, provenance, read_json, sha256_file, write_json, write_parquet
 from ..errors import GrocError
 
 FORMAT_VERSION = 1

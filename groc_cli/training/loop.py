@@ -9,7 +9,6 @@ position, so `--resume` ends with the same weights and metrics as an uninterrupt
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -19,10 +18,9 @@ import pyarrow as pa
 import torch
 import torch.distributed as dist
 
-from ..artifacts import atomic_path, provenance, write_json, write_parquet
-from ..console import log
+from ..artifacts import atomic_path, provenance, write_parquet
 from ..errors import GrocError
-from .run import load_trainer_state, save_weights
+from .run import load_trainer_state, load_weights, save_weights
 from .seed import rng_state, set_rng_state
 
 
@@ -133,6 +131,7 @@ class Trainer:
 
     def resume(self) -> None:
         saved = load_trainer_state(self.run_dir / "last")
+        load_weights(self.model, self.run_dir / "last")
         self.optimizer.load_state_dict(saved["optimizer"])
         self.pos = Position(**saved["position"])
         self.metrics = list(saved["metrics"])
@@ -211,8 +210,12 @@ class Trainer:
                 loss.backward()
                 if self.world > 1:
                     self._allreduce_grads()
-                if cfg.clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip if cfg.clip > 0 else math.inf)
+                if not math.isfinite(float(norm)):
+                    raise NonFiniteLoss(
+                        f"non-finite gradient norm at epoch {self.pos.epoch}, step {self.pos.step + 1}; the weights were "
+                        f"not updated and the last good checkpoint is kept in {self.run_dir / 'last'}; lower --lr and resume"
+                    )
                 self.optimizer.step()
                 tokens = y.numel() * self.world
                 self.pos.batch = i + n

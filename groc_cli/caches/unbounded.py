@@ -1,0 +1,406 @@
+"""Unbounded cache of Grave et al. (2017a), sections 3.3-3.4 and 4.2.
+
+Every past pair (h_i, y_i) goes into a FAISS index (IVFPQ by default: 4,096 coarse
+centroids, 8 probes, 1,024 neighbours, as in section 4.2).  The cache distribution is the
+variable-bandwidth kernel density estimate of equation 6:
+
+    p_cache(w | h_t) ∝ Σ_{i in N(h_t), y_i = w} K(‖h_t − h_i‖ / (s · θ(h_t)))
+
+where N(h_t) are the k nearest stored states, θ(h_t) is the Euclidean distance from h_t to
+its k-th nearest neighbour (Terrell & Scott 1992) and s is ``bandwidth_scale`` (s = 1 is the
+paper's estimator; larger s flattens it).  Kernels, as in section 3.3:
+gaussian K(x) = exp(−x²/2); epanechnikov K(x) = max(0, 1 − x²) (its 3/4 factor cancels in
+the normalisation).  With the Epanechnikov kernel and s = 1 the k-th neighbour gets weight
+0; where every neighbour gets weight 0 (e.g. knn = 1) the cache is undefined (NaN).
+
+Causality with chunks: the index holds the positions before a block; the block is searched
+against it for k neighbours, merged with exact distances to the earlier positions of the
+same block, the k nearest of the union are kept, then the block is added.  With "Flat" this
+is exact token-by-token kNN.  Index distances are FAISS's (squared L2, approximate for PQ).
+
+Training (IVF, PQ, OPQ, ...): ``train_vectors`` are the states the coarse quantizer
+(k-means) and PQ codebooks are fitted on.  Use states from a training or held-out stream;
+the first states of the evaluated stream also work but let the quantizer see future states
+(never future targets).  ``save_trained``/``trained_index`` reuse a trained empty index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+import faiss
+import numpy as np
+import torch
+
+from .base import check_chunk
+
+KERNELS = ("gaussian", "epanechnikov")
+# FAISS GPU indexes return at most this many neighbours (faiss/gpu/utils/DeviceDefs.cuh).
+GPU_MAX_KNN = 2048
+
+
+def _faiss_message(err: Exception) -> str:
+    """FAISS errors read 'Error in <C++ signature> at <file>:<line>: <message>'; keep the message."""
+    msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return re.sub(r"^Error in .*? at \S+:\d+: (Error: )?", "", msg)
+
+
+def _as_list(x, name: str) -> list:
+    if isinstance(x, (str, int, float)):
+        x = [x]
+    x = list(x)
+    if not x:
+        raise ValueError(f"{name} needs at least one value")
+    return x
+
+
+class UnboundedCache:
+    """kNN cache over every previous position, in a FAISS index.
+
+    dim: hidden size (inferred from train_vectors when None; needed to build the index
+        at construction, so a bad factory string fails early).
+    index: FAISS factory string, e.g. "IVF4096,PQ32" (paper) or "Flat" (exact, stores
+        full vectors).  Metric: L2.
+    nprobe: inverted lists visited per query (IVF indexes only).
+    knn: number of neighbours k, or several (one column group each; the index is searched
+        once for the largest and each smaller k uses a prefix of the sorted neighbours).
+        Fewer than k stored entries: the ones that exist are used.
+    kernels: "gaussian" and/or "epanechnikov".
+    bandwidth_scales: s, multiplies the k-th-neighbour bandwidth (1.0 = paper).
+    train_vectors: float32 [N, dim] for trainable indexes (see module docstring).
+    trained_index: path written by ``save_trained``; replaces training.
+    use_gpu: "auto" (FAISS GPU when faiss.get_num_gpus() > 0), True or False.
+    block_size: positions searched per batch.  No effect on results with an exact index
+        ("Flat"); with IVF/PQ, neighbours inside the block are compared exactly and older
+        ones through the index, so results shift slightly with the block size.
+
+    Columns of ``score`` (see ``settings``): for each k, for each kernel, for each s.
+    """
+
+    def __init__(
+        self,
+        dim: int | None = None,
+        index: str = "IVF4096,PQ32",
+        nprobe: int = 8,
+        knn: int | Sequence[int] = 1024,
+        kernels: str | Sequence[str] = ("gaussian",),
+        bandwidth_scales: float | Sequence[float] = (1.0,),
+        train_vectors: np.ndarray | None = None,
+        trained_index: str | os.PathLike | None = None,
+        use_gpu: bool | str = "auto",
+        block_size: int = 1024,
+    ):
+        knns = _as_list(knn, "knn")
+        if any(isinstance(k, (bool, str)) or int(k) != k or k < 1 for k in knns):
+            raise ValueError(f"knn must be integers >= 1, got {knns}")
+        knns = [int(k) for k in knns]
+        kernels = _as_list(kernels, "kernels")
+        bad = [k for k in kernels if k not in KERNELS]
+        if bad:
+            raise ValueError(f"unknown kernel {bad[0]!r}; choose from {', '.join(KERNELS)}")
+        scales = [float(s) for s in _as_list(bandwidth_scales, "bandwidth_scales")]
+        if any(not np.isfinite(s) or s <= 0 for s in scales):
+            raise ValueError(f"bandwidth_scales must be finite and > 0, got {scales}")
+        if int(nprobe) != nprobe or nprobe < 1:
+            raise ValueError(f"nprobe must be an integer >= 1, got {nprobe}")
+        if int(block_size) != block_size or block_size < 1:
+            raise ValueError(f"block_size must be an integer >= 1, got {block_size}")
+        if use_gpu not in ("auto", True, False):
+            raise ValueError(f"use_gpu must be 'auto', True or False, got {use_gpu!r}")
+        if train_vectors is not None:
+            train_vectors = np.ascontiguousarray(train_vectors, dtype=np.float32)
+            if train_vectors.ndim != 2 or len(train_vectors) == 0:
+                raise ValueError(
+                    f"train_vectors must be a non-empty [N, dim] array, got {train_vectors.shape}"
+                )
+            if dim is None:
+                dim = train_vectors.shape[1]
+        if dim is None or int(dim) != dim or dim < 1:
+            raise ValueError("unbounded cache needs dim (the hidden size) or train_vectors")
+        self.dim = int(dim)
+        if train_vectors is not None and train_vectors.shape[1] != self.dim:
+            raise ValueError(
+                f"train_vectors have dimension {train_vectors.shape[1]}, expected {self.dim}"
+            )
+        self.factory = str(index)
+        self.nprobe = int(nprobe)
+        self.knns = knns
+        self.kernels = list(kernels)
+        self.scales = scales
+        self.block_size = int(block_size)
+        self.use_gpu = faiss.get_num_gpus() > 0 if use_gpu == "auto" else bool(use_gpu)
+        if self.use_gpu and faiss.get_num_gpus() == 0:
+            raise ValueError(
+                "use_gpu=True but FAISS sees no GPU (install faiss-gpu, or use_gpu='auto')"
+            )
+        if self.use_gpu and max(knns) > GPU_MAX_KNN:
+            raise ValueError(f"knn must be <= {GPU_MAX_KNN} with a FAISS GPU index")
+        self.train_seconds = 0.0
+        self.train_info: dict = {}
+        self._ids = np.zeros(1024, dtype=np.int32)  # target id of each stored position
+        self._gpu_res = None
+
+        self._index = self._new_index()
+        if trained_index is not None:
+            self.load_trained(trained_index)
+        elif not self._index.is_trained:
+            if train_vectors is None:
+                raise ValueError(
+                    f"index {self.factory!r} needs training: pass train_vectors "
+                    "or a trained_index saved by save_trained"
+                )
+            self._train(train_vectors)
+        self._to_device()
+
+        self.settings = [
+            {
+                "kind": "unbounded",
+                "index": self.factory,
+                "nprobe": self.nprobe,
+                "knn": k,
+                "kernel": kern,
+                "bandwidth_scale": s,
+            }
+            for k in knns
+            for kern in self.kernels
+            for s in scales
+        ]
+        self.config = {
+            "kind": "unbounded",
+            "dim": self.dim,
+            "index": self.factory,
+            "nprobe": self.nprobe,
+            "knn": knns,
+            "kernels": self.kernels,
+            "bandwidth_scales": scales,
+            "use_gpu": self.use_gpu,
+            "block_size": self.block_size,
+            "training": self.train_info,
+        }
+
+    # ---- index construction, training, persistence -------------------------------------
+
+    def _new_index(self) -> faiss.Index:
+        try:
+            index = faiss.index_factory(self.dim, self.factory, faiss.METRIC_L2)
+        except Exception as err:  # FAISS raises RuntimeError with a C++ trace
+            raise ValueError(
+                f"FAISS rejected index {self.factory!r} for dim {self.dim}: {_faiss_message(err)}"
+            ) from None
+        self._set_nprobe(index)
+        # The factory turns on polysemous training for 8-bit PQ; it only reorders codebook
+        # entries for Hamming pre-filtering, which we never use (search results are the
+        # same), and it dominates training time.
+        for sub in (index, self._ivf(index)):
+            sub = faiss.downcast_index(sub) if sub is not None else None
+            if hasattr(sub, "do_polysemous_training"):
+                sub.do_polysemous_training = False
+        return index
+
+    @staticmethod
+    def _ivf(index: faiss.Index):
+        try:
+            return faiss.extract_index_ivf(index)
+        except Exception:  # not an IVF index
+            return None
+
+    def _set_nprobe(self, index: faiss.Index) -> None:
+        ivf = self._ivf(index)
+        if ivf is not None:
+            ivf.nprobe = self.nprobe
+
+    def _train(self, vectors: np.ndarray) -> None:
+        start = time.perf_counter()
+        try:
+            self._index.train(vectors)
+        except Exception as err:
+            raise ValueError(
+                f"training FAISS index {self.factory!r} on {len(vectors)} vectors failed: "
+                f"{_faiss_message(err)}"
+            ) from None
+        self.train_seconds = time.perf_counter() - start
+        self.train_info.update(
+            source="train_vectors",
+            num_vectors=int(len(vectors)),
+            sha256=hashlib.sha256(vectors.tobytes()).hexdigest(),
+            seconds=round(self.train_seconds, 3),
+        )
+
+    def _to_device(self) -> None:
+        if not self.use_gpu:
+            return
+        self._gpu_res = faiss.StandardGpuResources()
+        try:
+            self._index = faiss.index_cpu_to_gpu(self._gpu_res, 0, self._index)
+        except Exception as err:
+            raise ValueError(
+                f"index {self.factory!r} cannot run on the GPU ({_faiss_message(err)}); "
+                "use use_gpu=False"
+            ) from None
+        try:
+            faiss.GpuParameterSpace().set_index_parameter(self._index, "nprobe", self.nprobe)
+        except Exception:  # no nprobe on this index type
+            pass
+
+    def _cpu_index(self) -> faiss.Index:
+        return faiss.index_gpu_to_cpu(self._index) if self.use_gpu else self._index
+
+    def save_trained(self, path: str | os.PathLike) -> None:
+        """Write the trained, empty index to ``path`` (atomic) and provenance to ``path``.json."""
+        path = Path(path)
+        index = faiss.clone_index(self._cpu_index())
+        index.reset()  # keep the quantizers, drop the stored codes
+        meta = {
+            "format": "groc-faiss-trained-index/1",
+            "factory": self.factory,
+            "dim": self.dim,
+            "metric": "L2",
+            "faiss_version": faiss.__version__,
+            "training": self.train_info,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for target, write in (
+            (path.with_name(path.name + ".json"),
+             lambda tmp: Path(tmp).write_text(json.dumps(meta, indent=2) + "\n")),
+            (path, lambda tmp: faiss.write_index(index, tmp)),
+        ):
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.", suffix=".tmp")
+            os.close(fd)
+            try:
+                write(tmp)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+
+    def load_trained(self, path: str | os.PathLike) -> None:
+        """Use the trained empty index saved at ``path`` (only while the cache is empty)."""
+        if len(self):
+            raise ValueError("load_trained needs an empty cache")
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"trained index {str(path)!r} does not exist")
+        meta_path = path.with_name(path.name + ".json")
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        if meta and (meta.get("factory") != self.factory or meta.get("dim") != self.dim):
+            raise ValueError(
+                f"trained index {str(path)!r} is {meta.get('factory')!r} for dim "
+                f"{meta.get('dim')}, expected {self.factory!r} for dim {self.dim}"
+            )
+        try:
+            index = faiss.read_index(str(path))
+        except Exception as err:
+            raise ValueError(f"cannot read FAISS index {str(path)!r}: {_faiss_message(err)}") from None
+        fresh = self._new_index()
+        if (
+            index.d != self.dim
+            or type(faiss.downcast_index(index)) is not type(faiss.downcast_index(fresh))
+            or not index.is_trained
+            or index.ntotal != 0
+        ):
+            raise ValueError(
+                f"{str(path)!r} is not a trained empty {self.factory!r} index for dim {self.dim}"
+            )
+        self._set_nprobe(index)
+        self._index = index
+        self.train_seconds = 0.0
+        self.train_info = dict(meta.get("training", {}), source=str(path))
+        if getattr(self, "config", None):
+            self.config["training"] = self.train_info
+        if self.use_gpu and self._gpu_res is not None:
+            self._to_device()
+
+    # ---- scoring --------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self._index.ntotal)
+
+    @property
+    def nbytes(self) -> int:
+        """Stored codes + FAISS ids (8 bytes each) + our target ids; excludes quantizers."""
+        n = len(self)
+        if n == 0:
+            return 0
+        try:
+            code = self._cpu_index().sa_code_size()
+        except Exception:
+            code = 4 * self.dim
+        ivf_ids = 8 if "IVF" in self.factory else 0
+        return int(n * (code + ivf_ids) + n * self._ids.itemsize)
+
+    def score(self, hidden: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        h, y = check_chunk(hidden, targets, self.dim, need_hidden=True)
+        out = np.empty((len(y), len(self.settings)), dtype=np.float64)
+        for a in range(0, len(y), self.block_size):
+            b = min(a + self.block_size, len(y))
+            out[a:b] = self._score_block(h[a:b], y[a:b])
+        return out
+
+    def _score_block(self, h: np.ndarray, y: np.ndarray) -> np.ndarray:
+        n, stored, kmax = len(y), len(self), max(self.knns)
+        # Neighbours among the positions before the block (squared L2, sorted ascending).
+        if stored:
+            dist_idx, pos = self._index.search(h, min(kmax, stored))
+            lab_idx = self._ids[np.maximum(pos, 0)].astype(np.int64)
+            dist_idx = np.where(pos >= 0, np.maximum(dist_idx, 0), np.inf)
+        else:
+            dist_idx = np.zeros((n, 0))
+            lab_idx = np.zeros((n, 0), dtype=np.int64)
+        # Exact distances to earlier positions of the block (float64: no cancellation blow-up).
+        q = torch.from_numpy(h).double()
+        sq = (q * q).sum(1)
+        dist_in = (sq[:, None] + sq[None, :] - 2.0 * (q @ q.T)).clamp_(min=0.0)
+        dist_in.masked_fill_(torch.ones(n, n, dtype=torch.bool).triu_(), torch.inf)
+        dist = torch.cat([torch.from_numpy(dist_idx).double(), dist_in], dim=1)
+        labels = torch.cat(
+            [torch.from_numpy(lab_idx), torch.from_numpy(y)[None, :].expand(n, n)], dim=1
+        )
+        k_keep = min(kmax, dist.shape[1])
+        dist, order = torch.topk(dist, k_keep, dim=1, largest=False, sorted=True)
+        same = (torch.gather(labels, 1, order) == torch.from_numpy(y)[:, None]).numpy()
+        dist = dist.numpy()
+
+        out = np.empty((n, len(self.settings)), dtype=np.float64)
+        col = 0
+        for k in self.knns:
+            d_k = dist[:, :k]
+            found = np.isfinite(d_k)
+            count = found.sum(1)
+            # θ(h_t)²: squared distance to the k-th neighbour (or the farthest that exists).
+            bw2 = np.take_along_axis(d_k, np.maximum(count - 1, 0)[:, None], 1)[:, 0]
+            bw2 = np.where(count > 0, bw2, np.nan)
+            for kernel in self.kernels:
+                for s in self.scales:
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        u2 = np.where(bw2[:, None] > 0, d_k / (s * s * bw2[:, None]), 0.0)
+                        u2 = np.where(found, u2, np.inf)
+                        if kernel == "gaussian":
+                            # Shift by the nearest neighbour's u² (cancels in the ratio) so
+                            # that small bandwidth scales cannot underflow every weight.
+                            weight = np.exp(-0.5 * (u2 - u2.min(1, keepdims=True)))
+                        else:
+                            weight = np.maximum(1.0 - u2, 0.0)
+                        den = weight.sum(1)
+                        num = np.where(same[:, :k], weight, 0.0).sum(1)
+                        res = np.log(num) - np.log(den)
+                    res[~(den > 0)] = np.nan
+                    out[:, col] = res
+                    col += 1
+        self._add(h, y)
+        return out
+
+    def _add(self, h: np.ndarray, y: np.ndarray) -> None:
+        start, end = len(self), len(self) + len(y)
+        if end > len(self._ids):
+            grown = np.zeros(max(end, 2 * len(self._ids)), dtype=np.int32)
+            grown[:start] = self._ids[:start]
+            self._ids = grown
+        self._ids[start:end] = y
+        self._index.add(h)

@@ -1,0 +1,43 @@
+"""groc dump: hidden states, targets and model log-probs of a split, for cache tuning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..console import emit_json
+from ..evaluation.states import dump_states
+
+EPILOG = """[bold]Examples[/bold]
+
+  groc dump runs/ptb-tied data/ptb --split valid -o states/ptb-valid
+
+  groc eval runs/ptb-tied data/ptb --states states/ptb-valid --cache local --theta 0.5 --cache-weight 0.05
+
+  groc dump runs/wiki-groc data/wiki --split test --vocab union --dtype float32 -o states/wiki-test-union
+
+Writes STATES_DIR/{hidden,targets,logp[,new_mass]}.npy, vocab.parquet and meta.json; prints meta.json as JSON.
+"""
+
+
+def dump(
+    run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
+    dataset: Path = typer.Argument(..., help="Dataset directory from 'groc prepare'."),
+    split: str = typer.Option(..., "--split", help="Split to dump: train, valid or test."),
+    output_dir: Path = typer.Option(..., "-o", "--output-dir", help="States directory to create."),
+    vocab: str = typer.Option("model", "--vocab", help="model or union (as 'groc eval --vocab'); union also stores each "
+                              "position's probability mass on new words (GroC) for --downweight-new."),
+    dtype: str = typer.Option("float16", "--dtype", help="Hidden states as float16 (half the disk; caches then see "
+                              "rounded states) or float32 (same results as 'groc eval' without --states)."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
+    chunk: int = typer.Option(256, "--chunk", help="Positions run through the LSTM at once."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing -o directory."),
+) -> None:
+    """Dump the states a cache needs (one stream, carried state), written incrementally and atomically."""
+    emit_json(dump_states(run_dir, dataset, split, output_dir, vocab, dtype, checkpoint, chunk, device, force))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("dump", epilog=EPILOG, help="Dump hidden states, targets and model log-probs of a split for 'groc eval --states'.")(dump)

@@ -1,0 +1,74 @@
+"""groc eval: perplexity of a trained run on a split, closed or open vocabulary, optional cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..console import emit_json
+from ..evaluation.perplexity import EvalSettings, evaluate
+
+EPILOG = """[bold]Examples[/bold]
+
+  groc eval runs/ptb-groc data/ptb --split test
+
+  groc eval runs/wiki-groc data/wiki --vocab union --downweight-new 0.5 --per-token tokens.parquet
+
+  groc eval runs/ptb-tied data/ptb --cache local --cache-weight 0.1 --theta 0.3 --cache-size 2000
+
+  groc eval runs/ptb-tied data/ptb --cache unbounded --index IVF1024,PQ32 --index-train 50000 --knn 1024
+
+  groc dump runs/ptb-tied data/ptb --split test -o states/ptb-test && groc eval runs/ptb-tied data/ptb --states states/ptb-test --cache local
+
+Prints one JSON object on stdout (perplexity, tokens, oov_rate, vocab_size, settings, seconds, tokens_per_s).
+"""
+
+
+def eval_command(
+    run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
+    dataset: Path = typer.Argument(..., help="Dataset directory from 'groc prepare' (matched to the model by word strings)."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split to evaluate: train, valid or test (default: test, "
+                                        "or the split of --states)."),
+    vocab: Optional[str] = typer.Option(None, "--vocab", help="model: closed vocabulary, unknown words -> <unk> (default, "
+                                        "or that of --states). union: the model's vocabulary plus every type of the split (paper 5.1)."),
+    uniform_weight: Optional[float] = typer.Option(None, "--uniform-weight", help="u in p = (1-u) p_model + u/|vocab|. "
+                                                   "Default 0.01 for table models with --vocab union (they give new words no mass), else 0."),
+    downweight_new: float = typer.Option(1.0, "--downweight-new", help="GroC, --vocab union: multiply the probability of words outside "
+                                         "the training vocabulary by F and renormalise (before any cache)."),
+    cache: str = typer.Option("none", "--cache", help="none, unigram, local (Grave et al. 2017c) or unbounded (Grave et al. 2017a)."),
+    cache_weight: float = typer.Option(0.1, "--cache-weight", help="w in p = (1-w) p_model + w p_cache: the cache's share. "
+                                       "Grave et al. 2017c's λ is this share; the GroC paper's λ is 1 minus it."),
+    theta: float = typer.Option(0.3, "--theta", help="local: flatness θ of exp(θ hᵀh_i)."),
+    cache_size: Optional[int] = typer.Option(None, "--cache-size", help="local: window of past positions (default 10000); "
+                                             "unigram: count only the last N targets (default: all)."),
+    knn: int = typer.Option(1024, "--knn", help="unbounded: neighbours k."),
+    index: str = typer.Option("IVF4096,PQ32", "--index", help="unbounded: FAISS factory string ('Flat' is exact)."),
+    nprobe: int = typer.Option(8, "--nprobe", help="unbounded: inverted lists visited per query (IVF indexes)."),
+    kernel: str = typer.Option("gaussian", "--kernel", help="unbounded: gaussian or epanechnikov."),
+    bandwidth_scale: float = typer.Option(1.0, "--bandwidth-scale", help="unbounded: multiplies the k-th-neighbour bandwidth (1 = paper)."),
+    index_train: Optional[int] = typer.Option(None, "--index-train", help="unbounded, trainable index (IVF/PQ): train it on the first N "
+                                              "states of the evaluated stream (default min(200000, tokens)); the quantizer sees "
+                                              "those states, never their targets, before they are scored."),
+    per_token: Optional[Path] = typer.Option(None, "--per-token", help="Write one Parquet row per prediction: position, word, in_train, "
+                                             "train_freq, model_logp, final_logp (natural log)."),
+    states: Optional[Path] = typer.Option(None, "--states", help="Read hidden states and model log-probs from a 'groc dump' directory "
+                                          "instead of running the model (refused if its model or dataset checksum differs)."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
+    chunk: int = typer.Option(256, "--chunk", help="Positions run through the LSTM at once (results do not depend on it)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --per-token file."),
+) -> None:
+    """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
+    settings = EvalSettings(
+        split=split or "test", vocab=vocab or "model", uniform_weight=uniform_weight, downweight_new=downweight_new, cache=cache,
+        cache_weight=cache_weight, theta=theta, cache_size=cache_size, knn=knn, index=index, nprobe=nprobe, kernel=kernel,
+        bandwidth_scale=bandwidth_scale, index_train=index_train, checkpoint=checkpoint, chunk=chunk, device=device,
+    )
+    emit_json(evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
+                       vocab_given=vocab is not None, split_given=split is not None))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval", epilog=EPILOG, help="Perplexity of a trained model on a split, with open vocabulary and neural caches.")(eval_command)

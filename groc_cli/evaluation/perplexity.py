@@ -1,0 +1,314 @@
+"""Perplexity of a trained run on one split: closed or open vocabulary, optional cache.
+
+Per prediction t (see ``stream``), natural logs throughout:
+
+1. the model's log p(y_t) over the evaluation vocabulary (``vocab``): closed (the model's
+   words, unknown -> <unk>) or union (model ∪ the split's types, paper 5.1);
+2. GroC, union: ``--downweight-new F`` scales the probability of words outside the model's
+   training vocabulary and renormalises:
+   log p'(y) = log p(y) + [y new] log F - log(1 - (1 - F) M_new), M_new = Σ_new p(w);
+3. ``--uniform-weight u``: p = (1 - u) p + u / |vocab| (needed by table models in union
+   mode, which give new words no mass);
+4. a cache: p = (1 - w) p + w p_cache (w = ``--cache-weight``, the cache's share;
+   Grave et al. 2017c's λ is w, the GroC paper's λ is 1 - w).
+
+``model_logp`` in per-token records is the result of 1-3, ``final_logp`` of 4.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+
+from ..artifacts import check_destination, provenance
+from ..caches import CACHE_KINDS, interpolate, make_cache
+from ..console import log
+from ..errors import GrocError
+from ..text.dataset import open_dataset
+from ..training.run import Run, read_vocab
+from .stream import Chunk, load_model, model_chunks
+from .vocab import VOCAB_MODES, EvalVocab, build_eval_vocab
+
+CACHES = ("none", *CACHE_KINDS)
+KERNELS = ("gaussian", "epanechnikov")
+TABLE_UNION_UNIFORM = 0.01
+#: States the default index is trained on when --index-train is not given (IVF4096 wants
+#: about 39 points per centroid; FAISS warns below that).
+DEFAULT_INDEX_TRAIN = 200_000
+
+
+@dataclass
+class EvalSettings:
+    split: str = "test"
+    vocab: str = "model"
+    uniform_weight: float | None = None  # None: 0.01 for table models in union mode, else 0
+    downweight_new: float = 1.0
+    cache: str = "none"
+    cache_weight: float = 0.1
+    theta: float = 0.3
+    cache_size: int | None = None  # None: 10,000 for local, the whole history for unigram
+    knn: int = 1024
+    index: str = "IVF4096,PQ32"
+    nprobe: int = 8
+    kernel: str = "gaussian"
+    bandwidth_scale: float = 1.0
+    index_train: int | None = None
+    checkpoint: str = "best"
+    chunk: int = 256
+    device: str = "auto"
+    resolved: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("resolved")
+        d.update(self.resolved)
+        return d
+
+
+def _check_unit(name: str, value: float | None, low_open: bool = False) -> None:
+    if value is None:
+        return
+    ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
+    if not ok or math.isnan(value):
+        raise GrocError(f"{name} {value}: must be in {'(0, 1]' if low_open else '[0, 1]'}")
+
+
+def validate(s: EvalSettings, kind: str) -> None:
+    """Everything that can be checked without the model. ``kind``: the run's output layer."""
+    if s.vocab not in VOCAB_MODES:
+        raise GrocError(f"--vocab {s.vocab!r}: expected one of {', '.join(VOCAB_MODES)}")
+    if s.cache not in CACHES:
+        raise GrocError(f"--cache {s.cache!r}: expected one of {', '.join(CACHES)}")
+    _check_unit("--cache-weight", s.cache_weight)
+    _check_unit("--uniform-weight", s.uniform_weight)
+    _check_unit("--downweight-new", s.downweight_new, low_open=True)
+    if s.theta < 0 or not math.isfinite(s.theta):
+        raise GrocError(f"--theta {s.theta}: must be a finite number >= 0")
+    if s.cache_size is not None and s.cache_size < 1:
+        raise GrocError(f"--cache-size {s.cache_size}: must be >= 1")
+    if s.knn < 1:
+        raise GrocError(f"--knn {s.knn}: must be >= 1")
+    if s.nprobe < 1:
+        raise GrocError(f"--nprobe {s.nprobe}: must be >= 1")
+    if s.kernel not in KERNELS:
+        raise GrocError(f"--kernel {s.kernel!r}: expected one of {', '.join(KERNELS)}")
+    if not (s.bandwidth_scale > 0 and math.isfinite(s.bandwidth_scale)):
+        raise GrocError(f"--bandwidth-scale {s.bandwidth_scale}: must be > 0")
+    if s.index_train is not None and s.index_train < 1:
+        raise GrocError(f"--index-train {s.index_train}: must be >= 1")
+    if s.checkpoint not in ("best", "last"):
+        raise GrocError(f"--checkpoint {s.checkpoint!r}: expected best or last")
+    if s.chunk < 1:
+        raise GrocError(f"--chunk {s.chunk}: must be >= 1")
+    if s.downweight_new != 1.0 and not (kind == "groc" and s.vocab == "union"):
+        raise GrocError("--downweight-new applies to GroC models with --vocab union only; drop it")
+    table_union = kind != "groc" and s.vocab == "union"
+    u = s.uniform_weight if s.uniform_weight is not None else (TABLE_UNION_UNIFORM if table_union else 0.0)
+    if table_union and u == 0:
+        raise GrocError(f"a {kind} model gives words outside its vocabulary no probability, so --vocab union "
+                        "needs --uniform-weight > 0 (default 0.01) or perplexity is infinite")
+    s.resolved["uniform_weight"] = u
+
+
+def check_index_string(factory: str, dim: int) -> bool:
+    """Build the FAISS index once to reject a bad factory string early; return whether it needs training."""
+    import faiss
+
+    from ..caches.unbounded import _faiss_message
+
+    try:
+        index = faiss.index_factory(dim, factory, faiss.METRIC_L2)
+    except Exception as err:
+        raise GrocError(f"--index {factory!r}: FAISS rejected it for {dim}-dimensional states ({_faiss_message(err)}); "
+                        "give a factory string valid for that size, or 'Flat'") from None
+    return not index.is_trained
+
+
+def _make_cache(s: EvalSettings, dim: int, device: torch.device, train_vectors: np.ndarray | None = None):
+    try:
+        if s.cache == "unigram":
+            return make_cache("unigram", cache_size=s.cache_size)
+        if s.cache == "local":
+            return make_cache("local", thetas=[s.theta], cache_size=s.cache_size or 10_000, dim=dim)
+        return make_cache("unbounded", dim=dim, index=s.index, nprobe=s.nprobe, knn=s.knn, kernels=[s.kernel],
+                          bandwidth_scales=[s.bandwidth_scale], train_vectors=train_vectors,
+                          use_gpu="auto" if device.type == "cuda" else False)
+    except ValueError as exc:
+        raise GrocError(f"--cache {s.cache}: {exc}") from None
+
+
+def resolve_device(name: str) -> torch.device:
+    from ..training.api import resolve_device as resolve
+
+    return resolve(name)
+
+
+def adjust(chunk: Chunk, model_size: int, vocab_size: int, downweight: float, uniform: float) -> np.ndarray:
+    """Steps 2 and 3 of the module docstring on one chunk's model log-probabilities."""
+    lp = chunk.logp.copy()
+    if downweight != 1.0 and chunk.new_mass is not None:
+        new = chunk.targets >= model_size
+        with np.errstate(divide="ignore"):
+            lp += np.where(new, math.log(downweight), 0.0) - np.log1p(-(1.0 - downweight) * chunk.new_mass)
+    if uniform > 0:
+        lp = np.logaddexp(math.log1p(-uniform) + lp, math.log(uniform) - math.log(vocab_size))
+    return lp
+
+
+class CachedStream:
+    """Feeds chunks to a cache; an index that needs training is trained on the first
+    ``index_train`` states of the stream, which are buffered (not recomputed) meanwhile."""
+
+    def __init__(self, s: EvalSettings, dim: int, device: torch.device, total: int, needs_training: bool):
+        self.s, self.dim, self.device = s, dim, device
+        self.cache = None
+        self.train_states = 0
+        if s.cache == "none":
+            return
+        if needs_training:
+            self.train_states = min(s.index_train or DEFAULT_INDEX_TRAIN, total)
+        else:
+            self.cache = _make_cache(s, dim, device)
+
+    def run(self, chunks: Iterable[tuple[Chunk, np.ndarray]]) -> Iterator[tuple[Chunk, np.ndarray, np.ndarray]]:
+        """(chunk, base logp) -> (chunk, base logp, final logp)."""
+        s = self.s
+        if s.cache == "none":
+            for chunk, base in chunks:
+                yield chunk, base, base
+            return
+        buffered: list[tuple[Chunk, np.ndarray]] = []
+        held = 0
+        for chunk, base in chunks:
+            if self.cache is None:
+                buffered.append((chunk, base))
+                held += len(chunk)
+                if held < self.train_states:
+                    continue
+                yield from self._train_and_flush(buffered)
+                buffered = []
+                continue
+            yield chunk, base, self._mix(chunk, base)
+        if self.cache is None and buffered:
+            yield from self._train_and_flush(buffered)
+
+    def _train_and_flush(self, buffered):
+        vectors = np.concatenate([c.hidden for c, _ in buffered])[: self.train_states]
+        log(f"training FAISS index {self.s.index} on the first {len(vectors):,} states of the stream")
+        self.cache = _make_cache(self.s, self.dim, self.device, train_vectors=vectors)
+        for chunk, base in buffered:
+            yield chunk, base, self._mix(chunk, base)
+
+    def _mix(self, chunk: Chunk, base: np.ndarray) -> np.ndarray:
+        hidden = chunk.hidden if self.s.cache != "unigram" else None
+        cache_logp = self.cache.score(hidden, chunk.targets)
+        return interpolate(base, cache_logp, [self.s.cache_weight])[:, 0]
+
+
+def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path | None = None, force: bool = False,
+             states_dir: Path | None = None, vocab_given: bool = True, split_given: bool = True) -> dict:
+    """Evaluate; returns the JSON summary. With ``states_dir``, --vocab and --split default
+    to the states' own (``*_given`` False)."""
+    started = time.perf_counter()
+    run = Run(run_dir)
+    dataset = open_dataset(dataset_dir)
+    kind = run.model_config.output
+    states = None
+    if states_dir is not None:
+        from .states import open_states
+
+        states = open_states(states_dir)
+        if not vocab_given:
+            s.vocab = states.meta["vocab"]
+        if not split_given:
+            s.split = states.meta["split"]
+        if s.vocab != states.meta["vocab"]:
+            raise GrocError(f"--vocab {s.vocab}: the states in {states_dir} were dumped with --vocab {states.meta['vocab']}; "
+                            "drop --vocab or dump again")
+    if not dataset.has_split(s.split):
+        have = ", ".join(dataset.manifest["splits"]) or "none"
+        raise GrocError(f"dataset {dataset.path} has no {s.split} split (it has: {have}); choose another --split")
+    validate(s, kind)
+    if per_token is not None:
+        check_destination(Path(per_token), force, "--per-token")
+    dim = run.model_config.emb
+    needs_training = s.cache == "unbounded" and check_index_string(s.index, dim)
+    device = resolve_device(s.device)
+    if states is not None:
+        states.check(run, dataset, s.split, s.checkpoint)
+    model_words, model_counts = read_vocab(run.path)
+    compose_inputs = kind == "groc"
+    vocab = build_eval_vocab(model_words, dataset, s.split, s.vocab, compose_inputs)
+    total = len(vocab.targets) - 1
+    cached = CachedStream(s, dim, device, total, needs_training)
+
+    if states is None:
+        model = load_model(run, s.checkpoint, device, vocab)
+        chunks = model_chunks(model, vocab, device, s.chunk)
+        model_checksum = run.model_checksum(s.checkpoint)
+    else:
+        chunks = states.chunks(vocab, s.chunk)
+        model_checksum = states.meta["model_checksum"]
+    log(f"evaluating {kind} model on {s.split}: {total:,} predictions, {s.vocab} vocabulary of {vocab.size:,} words"
+        f"{f', {s.cache} cache' if s.cache != 'none' else ''}")
+
+    u = s.resolved["uniform_weight"]
+    based = ((c, adjust(c, vocab.model_size, vocab.size, s.downweight_new, u)) for c in chunks)
+    split_ids = dataset.ids(s.split).astype(np.int64)
+    model_nll = final_nll = 0.0
+    count = 0
+    with contextlib.ExitStack() as stack:
+        writer = None
+        if per_token is not None:
+            from .records import PerTokenWriter
+
+            meta = provenance("eval", run=str(run.path), dataset_checksum=dataset.checksum,
+                              model_checksum=model_checksum, settings=s.as_dict())
+            writer = stack.enter_context(PerTokenWriter(Path(per_token), dataset.words, model_words, model_counts, meta))
+        for chunk, base, final in cached.run(based):
+            model_nll -= float(base.sum())
+            final_nll -= float(final.sum())
+            count += len(chunk)
+            if writer is not None:
+                pos = np.arange(chunk.start + 1, chunk.start + 1 + len(chunk))
+                writer.write(pos, split_ids[pos], base, final)
+    seconds = time.perf_counter() - started
+    oov = int(vocab.oov[1:].sum())
+    result = {
+        "perplexity": _ppl(final_nll, count),
+        "model_perplexity": _ppl(model_nll, count),
+        "nll": final_nll / count,
+        "tokens": count,
+        "oov_tokens": oov,
+        "oov_rate": oov / count,
+        "vocab_size": vocab.size,
+        "model_vocab_size": vocab.model_size,
+        "new_words": vocab.new_words,
+        "model": kind,
+        "run": str(run.path),
+        "dataset": str(dataset.path),
+        "model_checksum": model_checksum,
+        "dataset_checksum": dataset.checksum,
+        "states": str(states_dir) if states_dir is not None else None,
+        "settings": s.as_dict(),
+        "cache_config": cached.cache.config if cached.cache is not None else None,
+        "per_token": str(per_token) if per_token is not None else None,
+        "seconds": round(seconds, 3),
+        "tokens_per_s": round(count / max(seconds, 1e-9), 1),
+    }
+    cache_text = f", {s.cache} cache (weight {s.cache_weight}) over model ppl {result['model_perplexity']:.2f}" if s.cache != "none" else ""
+    log(f"{s.split}: perplexity {result['perplexity']:.2f} over {count:,} tokens ({s.vocab} vocabulary, {vocab.size:,} words, "
+        f"OOV {100 * result['oov_rate']:.2f}%){cache_text}; {seconds:.1f}s, {result['tokens_per_s']:,.0f} tok/s")
+    return result
+
+
+def _ppl(nll: float, count: int) -> float:
+    mean = nll / count
+    return math.exp(mean) if mean < 700 else math.inf

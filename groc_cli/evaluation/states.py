@@ -1,0 +1,164 @@
+"""States directories: the model's side of an evaluation stream, dumped once so caches can be
+tuned without running the LM again (the kNN-LM "datastore" step, self-described: a later
+stage never asks for a size, dtype or dimension; urvashik/knnlm#6).
+
+    STATES/
+      meta.json       format, shapes and dtypes, split, vocabulary mode, model and dataset checksums
+      vocab.parquet   the evaluation vocabulary (word), model words first; union words follow
+      hidden.npy      [n, d] float16 (default) or float32: the states that predict each target
+      targets.npy     [n] uint32: target ids in the evaluation vocabulary
+      logp.npy        [n] float64: the model's log p(target) (-inf: a table model's new word)
+      new_mass.npy    [n] float64: GroC, union only: the model's probability of all new words
+
+Row t is the prediction of split position t + 1 (position 0 is context only).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from ..artifacts import atomic_dir, check_destination, provenance, read_json, write_json, write_parquet
+from ..console import log
+from ..errors import GrocError
+from ..text.dataset import Dataset, open_dataset
+from ..training.run import Run, read_vocab
+from .stream import Chunk, load_model, model_chunks
+from .vocab import VOCAB_MODES, EvalVocab, build_eval_vocab
+
+STATES_FORMAT = "groc-states"
+STATES_FORMAT_VERSION = 1
+DTYPES = ("float16", "float32")
+
+
+def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, vocab_mode: str = "model",
+                dtype: str = "float16", checkpoint: str = "best", chunk: int = 256, device: str = "auto",
+                force: bool = False) -> dict:
+    started = time.perf_counter()
+    if dtype not in DTYPES:
+        raise GrocError(f"--dtype {dtype!r}: expected float16 or float32")
+    if vocab_mode not in VOCAB_MODES:
+        raise GrocError(f"--vocab {vocab_mode!r}: expected one of {', '.join(VOCAB_MODES)}")
+    if checkpoint not in ("best", "last"):
+        raise GrocError(f"--checkpoint {checkpoint!r}: expected best or last")
+    if chunk < 1:
+        raise GrocError(f"--chunk {chunk}: must be >= 1")
+    run = Run(run_dir)
+    dataset = open_dataset(dataset_dir)
+    if not dataset.has_split(split):
+        have = ", ".join(dataset.manifest["splits"]) or "none"
+        raise GrocError(f"dataset {dataset.path} has no {split} split (it has: {have}); choose another --split")
+    check_destination(Path(out_dir), force)
+    from .perplexity import resolve_device
+
+    dev = resolve_device(device)
+    model_words, _ = read_vocab(run.path)
+    kind = run.model_config.output
+    vocab = build_eval_vocab(model_words, dataset, split, vocab_mode, kind == "groc")
+    n, dim = len(vocab.targets) - 1, run.model_config.emb
+    if vocab.size > np.iinfo(np.uint32).max:
+        raise GrocError(f"an evaluation vocabulary of {vocab.size} words does not fit uint32 target ids")
+    model = load_model(run, checkpoint, dev, vocab)
+    new_mass = vocab_mode == "union" and kind == "groc"
+    model_checksum = run.model_checksum(checkpoint)
+    meta = {
+        "format": STATES_FORMAT,
+        "format_version": STATES_FORMAT_VERSION,
+        **provenance("dump"),
+        "run": str(run.path),
+        "model": kind,
+        "checkpoint": checkpoint,
+        "model_checksum": model_checksum,
+        "dataset": str(dataset.path),
+        "dataset_checksum": dataset.checksum,
+        "split": split,
+        "vocab": vocab_mode,
+        "vocab_size": vocab.size,
+        "model_vocab_size": vocab.model_size,
+        "predictions": n,
+        "dim": dim,
+        "files": {
+            "hidden": {"shape": [n, dim], "dtype": dtype},
+            "targets": {"shape": [n], "dtype": "uint32"},
+            "logp": {"shape": [n], "dtype": "float64"},
+            **({"new_mass": {"shape": [n], "dtype": "float64"}} if new_mass else {}),
+        },
+    }
+    log(f"dumping {n:,} {dim}-dimensional states of the {split} split ({vocab_mode} vocabulary, {dtype})")
+    with atomic_dir(Path(out_dir)) as tmp:
+        arrays = {name: np.lib.format.open_memmap(tmp / f"{name}.npy", mode="w+", dtype=spec["dtype"],
+                                                  shape=tuple(spec["shape"]))
+                  for name, spec in meta["files"].items()}
+        for c in model_chunks(model, vocab, dev, chunk):
+            rows = slice(c.start, c.start + len(c))
+            arrays["hidden"][rows] = c.hidden
+            arrays["targets"][rows] = c.targets
+            arrays["logp"][rows] = c.logp
+            if new_mass:
+                arrays["new_mass"][rows] = c.new_mass
+        for array in arrays.values():
+            array.flush()
+        del arrays
+        write_parquet(pa.table({"word": pa.array(vocab.words, type=pa.string())}), tmp / "vocab.parquet",
+                      provenance("dump", what="evaluation vocabulary", model_checksum=model_checksum))
+        meta["seconds"] = round(time.perf_counter() - started, 3)
+        write_json(meta, tmp / "meta.json")
+    log(f"wrote {out_dir}: {n:,} states in {meta['seconds']:.1f}s")
+    return {**meta, "output": str(out_dir)}
+
+
+@dataclass
+class States:
+    path: Path
+    meta: dict
+
+    def check(self, run: Run, dataset: Dataset, split: str, checkpoint: str) -> None:
+        m = self.meta
+        if m["model_checksum"] != run.model_checksum(checkpoint):
+            raise GrocError(f"states {self.path} were dumped from other weights than {run.path} ({checkpoint}); "
+                            "dump them again from this run")
+        if m["dataset_checksum"] != dataset.checksum:
+            raise GrocError(f"states {self.path} were dumped from another dataset than {dataset.path}; "
+                            "give the dataset they came from or dump again")
+        if m["split"] != split:
+            raise GrocError(f"states {self.path} hold the {m['split']} split, not {split}; use --split {m['split']}")
+
+    def chunks(self, vocab: EvalVocab, chunk: int) -> Iterator[Chunk]:
+        words = pq.read_table(self.path / "vocab.parquet").column("word").to_pylist()
+        if words != vocab.words:
+            raise GrocError(f"states {self.path}: vocab.parquet differs from the evaluation vocabulary; dump again")
+        arrays = {name: np.load(self.path / f"{name}.npy", mmap_mode="r") for name in self.meta["files"]}
+        n = self.meta["predictions"]
+        for i in range(0, n, chunk):
+            e = min(i + chunk, n)
+            targets = arrays["targets"][i:e].astype(np.int64)
+            if not np.array_equal(targets, vocab.targets[i + 1 : e + 1]):
+                raise GrocError(f"states {self.path}: targets.npy does not match the dataset split; dump again")
+            yield Chunk(i, np.array(arrays["hidden"][i:e], dtype=np.float32), targets,
+                        np.array(arrays["logp"][i:e], dtype=np.float64),
+                        np.array(arrays["new_mass"][i:e], dtype=np.float64) if "new_mass" in arrays else None)
+
+
+def open_states(path: Path) -> States:
+    path = Path(path)
+    if not path.is_dir():
+        raise GrocError(f"--states {path}: not a directory; create it with 'groc dump RUN DATASET --split S -o {path}'")
+    meta = read_json(path / "meta.json", "states metadata")
+    if meta.get("format") != STATES_FORMAT or meta.get("format_version") != STATES_FORMAT_VERSION:
+        raise GrocError(f"--states {path} is not a groc states directory of format version {STATES_FORMAT_VERSION}; dump again")
+    for name, spec in meta["files"].items():
+        file = path / f"{name}.npy"
+        if not file.exists():
+            raise GrocError(f"--states {path} is incomplete: {file.name} is missing; dump again")
+        array = np.load(file, mmap_mode="r")
+        if list(array.shape) != spec["shape"] or str(array.dtype) != spec["dtype"]:
+            raise GrocError(f"--states {path}: {file.name} has shape {array.shape} {array.dtype}, meta.json says "
+                            f"{spec['shape']} {spec['dtype']}; dump again")
+    return States(path, meta)

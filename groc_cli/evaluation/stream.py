@@ -1,0 +1,79 @@
+"""One evaluation stream through the language model, in time chunks.
+
+Batch 1, in order, hidden state carried across chunks: the LSTM runs ``chunk`` positions
+at once, then the softmax of those positions is taken in row blocks small enough that a
+[rows, V] block stays under ``LOGIT_BYTES`` (200K-word vocabularies included). Results are
+those of a token-by-token loop. The hidden state at split position t predicts the token
+at t + 1, so the first token is context only (N - 1 predictions, as ``evaluate_loss``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from .vocab import EvalVocab
+
+#: Budget for one [rows, V] float32 block of log-probabilities (logits and
+#: log-softmax each take one, so peak is about twice this).
+LOGIT_BYTES = 128 * 2**20
+
+
+@dataclass
+class Chunk:
+    """Consecutive predictions: targets at split positions start + 1 ... start + n."""
+
+    start: int
+    hidden: np.ndarray  # float32 [n, d]: the states that predict the targets
+    targets: np.ndarray  # int64 [n], evaluation-vocabulary ids
+    logp: np.ndarray  # float64 [n]: model log p(target); -inf for words the model cannot output
+    new_mass: np.ndarray | None  # float64 [n]: model probability of all new words (GroC, union), else None
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+
+def rows_per_block(vocab_size: int, budget: int = LOGIT_BYTES) -> int:
+    return max(1, budget // (4 * max(vocab_size, 1)))
+
+
+def model_chunks(model, vocab: EvalVocab, device: torch.device, chunk: int = 256, start: int = 0) -> Iterator[Chunk]:
+    """Stream the split through ``model`` (already in eval mode, vocabulary set)."""
+    n_total = len(vocab.targets) - 1
+    out_size = len(model.vocab)
+    # GroC in union mode outputs the union; its new words are ids >= model_size.
+    new_from = vocab.model_size if out_size > vocab.model_size else None
+    rows = rows_per_block(out_size)
+    inputs = torch.from_numpy(vocab.inputs)
+    with torch.no_grad():
+        composed = model.compose(grad=False)
+        state = model.init_state(1)
+        for i in range(start, n_total, chunk):
+            n = min(chunk, n_total - i)
+            x = inputs[i : i + n].view(n, 1).to(device)
+            hidden, state = model(x, state, composed)
+            h = hidden[:, 0].float()
+            y = vocab.targets[i + 1 : i + 1 + n]
+            y_model = torch.from_numpy(np.minimum(y, out_size - 1)).to(device)
+            logp = np.empty(n, dtype=np.float64)
+            mass = np.empty(n, dtype=np.float64) if new_from is not None else None
+            for s in range(0, n, rows):
+                e = min(s + rows, n)
+                lp = composed.log_probs(h[s:e])
+                logp[s:e] = lp.gather(1, y_model[s:e, None])[:, 0].double().cpu().numpy()
+                if mass is not None:
+                    mass[s:e] = torch.logsumexp(lp[:, new_from:].double(), dim=1).exp().cpu().numpy()
+            logp[y >= out_size] = -np.inf  # table models give words without a row no mass
+            yield Chunk(i, h.cpu().numpy(), y, logp, mass)
+
+
+def load_model(run, checkpoint: str, device: torch.device, vocab: EvalVocab):
+    """The run's model in eval mode on ``device``; GroC composes the union in union mode."""
+    model, _, _ = run.build(checkpoint, device=device)
+    model.eval()
+    if vocab.mode == "union" and run.model_config.output == "groc":
+        model.set_vocab(vocab.words)
+    return model

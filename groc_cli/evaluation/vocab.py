@@ -1,0 +1,64 @@
+"""Evaluation vocabularies: closed (the model's) or open (model ∪ the split's types, paper 5.1).
+
+The evaluation vocabulary always starts with the model's words in the model's order, so
+ids below ``model_size`` mean the same word for the model and for the evaluation; in
+union mode the split's other types follow (in dataset id order, i.e. by frequency), so
+"new word" is simply ``id >= model_size``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import GrocError
+from ..text.dataset import UNK, Dataset
+
+VOCAB_MODES = ("model", "union")
+
+
+@dataclass
+class EvalVocab:
+    mode: str
+    words: list[str]  # evaluation vocabulary; words[:model_size] is the model's vocabulary
+    model_size: int
+    inputs: np.ndarray  # [N] int64 ids fed to the model (model ids, or union ids for GroC)
+    targets: np.ndarray  # [N] int64 ids in the evaluation vocabulary
+    oov: np.ndarray  # [N] bool: token not in the model's vocabulary
+
+    @property
+    def size(self) -> int:
+        return len(self.words)
+
+    @property
+    def new_words(self) -> int:
+        return self.size - self.model_size
+
+
+def build_eval_vocab(model_words: list[str], dataset: Dataset, split: str, mode: str, compose_inputs: bool) -> EvalVocab:
+    """``compose_inputs``: the model can embed any word (GroC), so in union mode its inputs
+    use union ids too; table models read <unk> for words they have no row for."""
+    if mode not in VOCAB_MODES:
+        raise GrocError(f"--vocab {mode!r}: expected one of {', '.join(VOCAB_MODES)}")
+    index = {w: i for i, w in enumerate(model_words)}
+    if UNK not in index:
+        raise GrocError("the model's vocabulary has no <unk>; it cannot score words outside it")
+    unk = index[UNK]
+    split_ids = dataset.ids(split).astype(np.int64)
+    if split_ids.size < 2:
+        raise GrocError(f"the {split} split has {split_ids.size} token(s); at least 2 are needed to predict anything")
+    # dataset id -> model id (or -1)
+    to_model = np.fromiter((index.get(w, -1) for w in dataset.words), dtype=np.int64, count=len(dataset.words))
+    model_ids = to_model[split_ids]
+    oov = model_ids < 0
+    closed = np.where(oov, unk, model_ids)
+    if mode == "model":
+        return EvalVocab(mode, list(model_words), len(model_words), closed, closed, oov)
+    present = np.unique(split_ids)
+    new_dataset_ids = present[to_model[present] < 0]
+    words = list(model_words) + [dataset.words[i] for i in new_dataset_ids]
+    to_eval = to_model.copy()
+    to_eval[new_dataset_ids] = np.arange(len(model_words), len(words))
+    targets = to_eval[split_ids]
+    return EvalVocab(mode, words, len(model_words), targets if compose_inputs else closed, targets, oov)

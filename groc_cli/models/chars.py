@@ -1,0 +1,253 @@
+"""Character-level word encoder and the deduplicated string table.
+
+Surface encoding (paper Sec. 3.1; Józefowicz et al., 2016; Kim et al., 2016): UTF-8
+bytes of a word between begin/end markers, a byte embedding (``char_emb``), one
+convolution per filter width with max-pooling over positions, tanh, and
+``highway_layers`` highway layers. The byte alphabet is fixed (256 + 3 symbols), so no
+parameter depends on the vocabulary.
+
+Default sizes (``ModelConfig``): 16-dim byte embeddings, 256 filters of widths 1-5
+(32, 32, 64, 64, 64) and one highway layer; c_x then has 256 dimensions and GroC's
+projection maps [c; r; d] (768) to d.
+
+Speed choices (profiled on penn with ``benchmarks/train_throughput.py``; each one
+is exact, none changes the function computed):
+
+* the byte embedding and the convolution are both linear, so they are folded into one
+  [max_width * 259, filters] table per step and each window is a lookup-and-sum
+  (``embedding_bag``) instead of an im2col matrix product; filters of all widths share
+  one weight whose entries past a filter's width are masked to zero;
+* max-pooling uses ``amax`` and a hand-written backward that sends the gradient only
+  to each (word, filter)'s arg-max window, as a scatter into the small table
+  (``WindowConvMax``): autograd's dense [strings * positions, filters] gradient and
+  the ``Conv1d`` weight-gradient kernels dominated a training step before;
+* no convolution bias and the tanh after the max-pool: both are monotone, so
+  max(tanh(conv + b)) == tanh(max(conv) + b) with far less elementwise work;
+* strings are bucketed by byte length, so a bucket needs no masking; windows start at
+  every byte of the word but the final EOW and overhang its end into PAD bytes that
+  embed to zero, so a word encodes to the same vector alone or in any batch;
+* every distinct string (vocabulary, relation words, definition words) is encoded
+  once per composition and relation/definition encodings are gathered by index
+  (``StringTable``).
+* Words longer than ``max_word_chars`` bytes keep their first and last halves, so
+  that both prefixes and inflectional suffixes stay visible.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PAD, BOW, EOW = 0, 1, 2
+NUM_SYMBOLS = 256 + 3
+
+
+def encode_word(word: str, max_chars: int) -> list[int]:
+    data = word.encode("utf-8")
+    if len(data) > max_chars:
+        head = max_chars - max_chars // 2
+        data = data[:head] + data[len(data) - max_chars // 2 :] if max_chars // 2 else data[:head]
+    return [BOW] + [b + 3 for b in data] + [EOW]
+
+
+class CharEncoder(nn.Module):
+    """chars [n, L] (+ true lengths [n]) -> surface encodings [n, sum of filter counts].
+
+    All filter widths share one [max_width * char_emb, filters] weight whose entries past
+    a filter's own width are held at zero by a constant mask, and the convolution runs
+    as a lookup-and-sum over per-offset byte tables (see ``forward``). On CPU this is
+    several times faster than one ``Conv1d`` per width, whose weight-gradient kernels
+    dominated a training step, and than the equivalent im2col matrix product.
+    """
+
+    def __init__(self, char_emb: int, filters: list[tuple[int, int]], highway_layers: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(NUM_SYMBOLS, char_emb, padding_idx=PAD)
+        self.char_emb = char_emb
+        self.max_width = max(w for w, _ in filters)
+        self.out_dim = sum(n for _, n in filters)
+        widths = torch.tensor([w for w, n in filters for _ in range(n)], dtype=torch.long)
+        weight = torch.empty(self.max_width * char_emb, self.out_dim)
+        col = 0
+        for w, n in filters:
+            bound = 1.0 / (w * char_emb) ** 0.5  # nn.Conv1d's default bound
+            nn.init.uniform_(weight[:, col : col + n], -bound, bound)
+            col += n
+        # Row k * char_emb + j of the weight sees byte k of the window.
+        mask = (torch.arange(self.max_width).repeat_interleave(char_emb)[:, None] < widths[None, :]).float()
+        self.conv_weight = nn.Parameter(weight * mask)
+        self.register_buffer("conv_mask", mask, persistent=False)
+        self.register_buffer("filter_widths", widths, persistent=False)
+        self.register_buffer("offset_shift", torch.arange(self.max_width) * NUM_SYMBOLS, persistent=False)
+        keep = torch.ones(NUM_SYMBOLS, 1)
+        keep[PAD] = 0
+        self.register_buffer("pad_keep", keep, persistent=False)
+        self.conv_bias = nn.Parameter(torch.zeros(self.out_dim))
+        self.highways = nn.ModuleList(nn.Linear(self.out_dim, 2 * self.out_dim) for _ in range(highway_layers))
+        for hw in self.highways:
+            # Open the carry gate at the start (Srivastava et al., 2015).
+            nn.init.constant_(hw.bias[self.out_dim :], -1.0)
+
+    def forward(self, chars: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        n, L = chars.shape
+        W, V = self.max_width, NUM_SYMBOLS
+        # Windows start at every byte of the word but the final EOW (a window of EOW and
+        # padding only adds a per-filter constant) and overhang the end into PAD bytes,
+        # which embed to zero: a word's encoding does not depend on how far its row is
+        # padded, i.e. on the batch it is encoded in.
+        starts = max(L - 1, 1)
+        windows = F.pad(chars, (0, W - 1), value=PAD).unfold(1, W, 1)[:, :starts]  # [n, starts, W]
+        # Byte embedding and convolution are both linear, so fold them into one table
+        # per window offset, T_k = E W_k ([bytes, filters]; 1.3 MB, cache resident).
+        weight = (self.conv_weight * self.conv_mask).view(W, self.char_emb, self.out_dim)
+        emb = self.embedding.weight * self.pad_keep  # PAD embeds to 0 and gets no gradient
+        table = torch.matmul(emb.unsqueeze(0), weight).reshape(W * V, self.out_dim)
+        bags = windows + self.offset_shift
+        invalid = None
+        if n and bool(lengths.min() < L):
+            # Rows shorter than the batch's longest: windows starting on padding lose.
+            invalid = torch.arange(starts, device=chars.device)[None, :] >= (lengths[:, None] - 1)
+        # tanh after the max-pool: both are monotone, so this equals max(tanh(.)).
+        h = torch.tanh(WindowConvMax.apply(bags, table, invalid) + self.conv_bias)
+        for hw in self.highways:
+            transform, gate = hw(h).chunk(2, dim=-1)
+            gate = torch.sigmoid(gate)
+            h = gate * F.relu(transform) + (1 - gate) * h
+        return h
+
+
+class WindowConvMax(torch.autograd.Function):
+    """Convolution over byte windows followed by max-pooling over positions.
+
+    Forward: y[n, p] = sum_k T[bags[n, p, k]] (``embedding_bag``), max over p (``amax``
+    is an order of magnitude faster than ``max(dim)`` with indices on CPU).
+    Backward: only the arg-max window of each (word, filter) receives gradient, so the
+    table gradient is a scatter of n * filters * width values instead of the dense
+    [n * positions, filters] gradient that autograd would build and reduce (ties go to
+    the first maximal window, as ``max`` does)."""
+
+    @staticmethod
+    def forward(ctx, bags: torch.Tensor, table: torch.Tensor, invalid: torch.Tensor | None) -> torch.Tensor:
+        n, P, W = bags.shape
+        y = F.embedding_bag(bags.reshape(n * P, W), table, mode="sum").view(n, P, table.size(1))
+        if invalid is not None:
+            y = y.masked_fill(invalid[:, :, None], float("-inf"))
+        values = y.amax(dim=1)
+        ctx.save_for_backward(bags, y, values)
+        ctx.table_shape = table.shape
+        return values
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        bags, y, values = ctx.saved_tensors
+        n, P, W = bags.shape
+        n_filters = values.size(1)
+        # First arg-max position per (word, filter): a reverse scan over positions
+        # (P <= max_word_chars + 1) beats argmax over a [n, P, F] mask on CPU.
+        position = torch.zeros_like(values, dtype=torch.long)
+        for p in range(P - 1, -1, -1):
+            position.masked_fill_(y[:, p] == values, p)
+        window = (torch.arange(n, device=bags.device)[:, None] * P + position).reshape(-1)
+        rows = bags.reshape(n * P, W).index_select(0, window).view(n, n_filters, W)
+        target = rows * n_filters + torch.arange(n_filters, device=rows.device)[None, :, None]
+        grad_table = grad.new_zeros(ctx.table_shape[0] * ctx.table_shape[1])
+        grad_table.scatter_add_(0, target.reshape(-1), grad.unsqueeze(-1).expand(n, n_filters, W).reshape(-1))
+        return None, grad_table.view(ctx.table_shape), None
+
+
+def csr_rows(offsets: torch.Tensor, indices: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sub-matrix of a CSR index structure: (indices, offsets with a leading 0) of ``rows``."""
+    starts = offsets[rows]
+    counts = offsets[rows + 1] - starts
+    new_offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    total = int(new_offsets[-1])
+    if total == 0:
+        return indices.new_zeros(0), new_offsets
+    shift = torch.repeat_interleave(starts - new_offsets[:-1], counts)
+    return indices[torch.arange(total, device=indices.device) + shift], new_offsets
+
+
+class StringTable:
+    """All distinct strings a composition needs (vocabulary first, in vocabulary order,
+    then relation and definition words not in the vocabulary) as byte-id rows, plus
+    CSR indices from each vocabulary word to its relation / definition strings."""
+
+    def __init__(
+        self,
+        vocab: list[str],
+        lexicon=None,
+        relations: bool = False,
+        definitions: bool = False,
+        max_relations: int = 3,
+        max_definition_words: int = 10,
+        max_chars: int = 20,
+    ) -> None:
+        self.strings: list[str] = list(vocab)
+        index: dict[str, int] = {w: i for i, w in enumerate(self.strings)}
+        if len(index) != len(self.strings):
+            raise ValueError("vocabulary contains duplicate words")
+
+        def lookup(word_lists: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+            flat: list[int] = []
+            offsets = [0]
+            for words in word_lists:
+                for w in words:
+                    if w not in index:
+                        index[w] = len(self.strings)
+                        self.strings.append(w)
+                    flat.append(index[w])
+                offsets.append(len(flat))
+            return torch.tensor(offsets, dtype=torch.long), torch.tensor(flat, dtype=torch.long)
+
+        empty = [[] for _ in vocab]
+        rel_lists = [lexicon.relations_of(w, max_relations) for w in vocab] if (lexicon and relations) else empty
+        def_lists = (
+            [lexicon.definition_of(w, max_definition_words) for w in vocab] if (lexicon and definitions) else empty
+        )
+        self.rel_offsets, self.rel_indices = lookup(rel_lists)
+        self.def_offsets, self.def_indices = lookup(def_lists)
+        encoded = [encode_word(s, max_chars) for s in self.strings]
+        self.lengths = torch.tensor([len(e) for e in encoded], dtype=torch.long)
+        self.chars = torch.full((len(encoded), int(self.lengths.max())), PAD, dtype=torch.long)
+        for i, e in enumerate(encoded):
+            self.chars[i, : len(e)] = torch.tensor(e, dtype=torch.long)
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {
+            "chars": self.chars,
+            "lengths": self.lengths,
+            "rel_offsets": self.rel_offsets,
+            "rel_indices": self.rel_indices,
+            "def_offsets": self.def_offsets,
+            "def_indices": self.def_indices,
+        }
+
+
+def encode_strings(
+    encoder: CharEncoder,
+    chars: torch.Tensor,
+    lengths: torch.Tensor,
+    idx: torch.Tensor | None = None,
+    chunk: int | None = None,
+) -> torch.Tensor:
+    """Surface encodings of strings ``idx`` (all when None), batched by byte length and
+    optionally in chunks of at most ``chunk`` strings (bounded memory without autograd)."""
+    if idx is None:
+        idx = torch.arange(chars.size(0), device=chars.device)
+    lens = lengths[idx]
+    order = torch.argsort(lens, stable=True)
+    sorted_idx, sorted_lens = idx[order], lens[order]
+    uniq, counts = torch.unique_consecutive(sorted_lens, return_counts=True)
+    outs = []
+    start = 0
+    for L, n in zip(uniq.tolist(), counts.tolist()):
+        step = chunk or n
+        for s in range(start, start + n, step):
+            e = min(s + step, start + n)
+            outs.append(encoder(chars[sorted_idx[s:e], :L], sorted_lens[s:e]))
+        start += n
+    out = torch.cat(outs, dim=0)
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel(), device=order.device)
+    return out[inverse]

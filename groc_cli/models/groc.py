@@ -1,0 +1,140 @@
+"""GroC: grounded compositional input and output embeddings (paper Sec. 3.1-3.3).
+
+e_x   = W [c_x; r_x; d_x] + b          (3d x d projection, Sec. 3.1)
+c_x   = highway(charCNN(bytes of x))   surface encoding
+r_x   = mean of c over x's lexicon relations   (0 when none / ``relations=False``)
+d_x   = mean of c over x's definition words    (0 when none / ``definitions=False``)
+E_in  = stacked e_x over the vocabulary (input embeddings are rows of it)
+E_out = depth-k residual net over E_in with variational dropout (Eq. 4)
+b_v   = act(w . e_out_v + a)           (Eq. 5)
+
+No parameter depends on the vocabulary: ``set_vocab`` only rebuilds the string table.
+
+Cost. A composition encodes every distinct string once (``chars.StringTable``), then
+gathers relation/definition means with ``embedding_bag``. With ``update_prob`` p < 1
+(paper B.4) a step composes with autograd only with probability p; otherwise the
+vocabulary is composed under ``torch.no_grad`` (fresh values, no stale cache) and only the
+batch's distinct input words (plus their relation/definition strings) are composed with
+autograd, so the output-only parameters (residual net, bias w/a) receive no gradient
+and the character encoder is trained through the input side alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .chars import CharEncoder, StringTable, csr_rows, encode_strings
+from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, uniform_
+from .lexicon import Lexicon
+
+_TABLE_KEYS = ("chars", "lengths", "rel_offsets", "rel_indices", "def_offsets", "def_indices")
+
+
+class GroCOutput(OutputLayer):
+    def __init__(self, config, vocab: list[str], lexicon: Lexicon | None = None, generator=None) -> None:
+        super().__init__(config, vocab)
+        d = config.emb
+        self.lexicon = lexicon if lexicon is not None else Lexicon()
+        self.chars = CharEncoder(config.char_emb, config.char_filters, config.highway_layers)
+        f = self.chars.out_dim
+        self.project = nn.Linear(3 * f, d)
+        self.net = ResidualOutputNet(d, config.out_depth, config.out_activation, config.out_dropout)
+        self.bias_w = nn.Linear(d, 1)
+        self.bias_act = ACT[config.out_activation]
+        r = config.init_range
+        for module in (self.project, self.net, self.bias_w):
+            for p in module.parameters():
+                uniform_(p, r, generator)
+        uniform_(self.chars.embedding.weight, r, generator)
+        with torch.no_grad():
+            self.chars.embedding.weight[0].zero_()  # PAD
+        self._build_table(self.vocab)
+
+    def _build_table(self, vocab: list[str]) -> None:
+        c = self.config
+        table = StringTable(
+            vocab,
+            self.lexicon,
+            relations=c.relations,
+            definitions=c.definitions,
+            max_relations=c.max_relations,
+            max_definition_words=c.max_definition_words,
+            max_chars=c.max_word_chars,
+        )
+        self.num_strings = len(table.strings)
+        device = self.project.weight.device
+        # Non-persistent buffers: they follow .to(device) but stay out of state_dict,
+        # which therefore has the same keys and shapes for every vocabulary.
+        for key, value in table.tensors().items():
+            self.register_buffer("_" + key, value.to(device), persistent=False)
+
+    # -- composition --------------------------------------------------------------
+    def compose_inputs(self, rows: torch.Tensor | None = None, chunk: int | None = None) -> torch.Tensor:
+        """E_in rows for vocabulary ids ``rows`` (all when None), every needed string
+        encoded once."""
+        V = len(self.vocab)
+        rel_off, rel_idx = self._rel_offsets, self._rel_indices
+        def_off, def_idx = self._def_offsets, self._def_indices
+        if rows is None:
+            c_all = encode_strings(self.chars, self._chars, self._lengths, None, chunk)
+            word_pos = None
+        else:
+            rel_idx, rel_off = csr_rows(rel_off, rel_idx, rows)
+            def_idx, def_off = csr_rows(def_off, def_idx, rows)
+            needed, inverse = torch.unique(torch.cat([rows, rel_idx, def_idx]), return_inverse=True)
+            c_all = encode_strings(self.chars, self._chars, self._lengths, needed, chunk)
+            n_rows, n_rel = rows.numel(), rel_idx.numel()
+            word_pos = inverse[:n_rows]
+            rel_idx = inverse[n_rows : n_rows + n_rel]
+            def_idx = inverse[n_rows + n_rel :]
+            V = n_rows
+        use_rel = self.config.relations and rel_idx.numel() > 0
+        use_def = self.config.definitions and def_idx.numel() > 0
+        step = chunk or V
+        out = []
+        for s in range(0, V, step):
+            e = min(s + step, V)
+            c = c_all[s:e] if word_pos is None else c_all[word_pos[s:e]]
+            parts = [c]
+            for use, idx, off in ((use_rel, rel_idx, rel_off), (use_def, def_idx, def_off)):
+                if use:
+                    sub_off = off[s : e + 1]
+                    sub_idx = idx[int(sub_off[0]) : int(sub_off[-1])]
+                    parts.append(
+                        F.embedding_bag(sub_idx, c_all, sub_off - sub_off[0], mode="mean", include_last_offset=True)
+                    )
+                else:
+                    parts.append(c.new_zeros(c.shape))
+            out.append(self.project(torch.cat(parts, dim=-1)))
+        return torch.cat(out, dim=0) if len(out) > 1 else out[0]
+
+    def compose(self, grad: bool = True) -> SoftmaxComposed:
+        chunk = None if grad else self.config.compose_chunk
+        ctx = contextlib.nullcontext() if grad else torch.no_grad()
+        with ctx:
+            e_in = self.compose_inputs(None, chunk)
+            masks = self.net.sample_masks(e_in)
+            step = chunk or e_in.size(0)
+            e_out = torch.cat([self.net(e_in[s : s + step], masks) for s in range(0, e_in.size(0), step)])
+            bias = self.bias_act(self.bias_w(e_out).squeeze(-1))
+        return SoftmaxComposed(e_out, bias, grad=grad, input_weight=e_in)
+
+    def embed(self, ids: torch.Tensor, composed: SoftmaxComposed) -> torch.Tensor:
+        if not composed.grad and torch.is_grad_enabled():
+            # Sparse-update step (paper B.4): re-embed only the batch's distinct input
+            # words with autograd so the shared encoder still learns from the input side.
+            uniq, inverse = torch.unique(ids, return_inverse=True)
+            return F.embedding(inverse, self.compose_inputs(uniq))
+        return F.embedding(ids, composed.input_weight)
+
+    def set_vocab(self, words: list[str], counts=None, generator=None) -> None:
+        self._build_table(list(words))
+        self.vocab = list(words)
+
+    def output_only_parameters(self) -> list[nn.Parameter]:
+        """Parameters used only by the output side (residual net and bias)."""
+        return list(self.net.parameters()) + list(self.bias_w.parameters())

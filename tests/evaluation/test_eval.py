@@ -1,0 +1,146 @@
+"""`groc eval`: stream perplexity against a token-by-token loop, open vocabulary, caches,
+per-token records and one-line errors. Tiny runs from conftest.py."""
+
+import json
+import math
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from groc_cli.errors import GrocError
+from groc_cli.evaluation.perplexity import EvalSettings, evaluate
+from groc_cli.text.dataset import UNK, open_dataset
+from groc_cli.training.run import Run
+from tests.evaluation.conftest import groc1 as run_groc
+
+
+def reference_ppl(run_dir, dataset_dir, split, union=False, uniform=0.0, downweight=1.0):
+    """One token at a time, batch 1, carried state, full distributions: the definition."""
+    model, words, _ = Run(run_dir).build("best")
+    model.eval()
+    ds = open_dataset(dataset_dir)
+    tokens = [ds.words[i] for i in ds.ids(split)]
+    vocab = list(words)
+    if union:
+        vocab += sorted({t for t in tokens} - set(words))
+    groc = model.config.output == "groc"
+    if union and groc:
+        model.set_vocab(vocab)
+    index = {w: i for i, w in enumerate(vocab)}
+    model_index = {w: i for i, w in enumerate(model.vocab)}
+    nll = 0.0
+    with torch.no_grad():
+        composed = model.compose(grad=False)
+        state = model.init_state(1)
+        for t in range(len(tokens) - 1):
+            x = model_index.get(tokens[t], model_index[UNK])
+            h, state = model(torch.tensor([[x]]), state, composed)
+            p = composed.log_probs(h[0]).double().exp()[0]
+            full = torch.zeros(len(vocab), dtype=torch.float64)
+            full[: p.numel()] = p
+            full[len(words):] *= downweight
+            full /= full.sum()
+            full = (1 - uniform) * full + uniform / len(vocab)
+            y = index.get(tokens[t + 1], index[UNK])
+            nll -= math.log(full[y])
+    return math.exp(nll / (len(tokens) - 1))
+
+
+def eval_cli(*args):
+    result = run_groc("eval", *args, check=True)
+    lines = result.stdout.decode().splitlines()
+    assert len(lines) == 1  # stdout holds exactly one JSON object
+    return json.loads(lines[0]), result.stderr.decode()
+
+
+def test_stream_perplexity_equals_token_by_token_loop(runs):
+    out, err = eval_cli(runs / "tied", runs / "a", "--split", "valid", "--device", "cpu")
+    expected = reference_ppl(runs / "tied", runs / "a", "valid")
+    assert out["perplexity"] == pytest.approx(expected, rel=1e-5)
+    assert out["tokens"] == 843 and out["vocab_size"] == out["model_vocab_size"] == 928
+    assert 0 < out["oov_rate"] < 1 and out["tokens_per_s"] > 0 and out["settings"]["vocab"] == "model"
+    assert "perplexity" in err and "{" not in err
+    # The time chunk only batches the work.
+    odd = evaluate(runs / "tied", runs / "a", EvalSettings(split="valid", chunk=5, device="cpu"))
+    assert odd["perplexity"] == pytest.approx(out["perplexity"], rel=1e-6)
+
+
+def test_union_vocabulary_is_finite_for_groc_and_tied(runs):
+    out, _ = eval_cli(runs / "groc", runs / "wiki", "--split", "valid", "--vocab", "union", "--downweight-new", "0.5",
+                      "--device", "cpu")
+    assert out["vocab_size"] > out["model_vocab_size"] and out["new_words"] > 0 and out["oov_rate"] > 0.2
+    assert math.isfinite(out["perplexity"])
+    expected = reference_ppl(runs / "groc", runs / "wiki", "valid", union=True, downweight=0.5)
+    assert out["perplexity"] == pytest.approx(expected, rel=1e-5)
+
+    tied = evaluate(runs / "tied", runs / "wiki", EvalSettings(split="valid", vocab="union", device="cpu"))
+    assert tied["settings"]["uniform_weight"] == 0.01 and math.isfinite(tied["perplexity"])
+    assert tied["vocab_size"] == out["vocab_size"]
+    expected = reference_ppl(runs / "tied", runs / "wiki", "valid", union=True, uniform=0.01)
+    assert tied["perplexity"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_caches_run_and_weight_zero_is_no_cache(runs):
+    def ppl(**kw):
+        return evaluate(runs / "tied", runs / "a", EvalSettings(split="valid", device="cpu", **kw))
+
+    base = ppl()
+    assert base["perplexity"] == base["model_perplexity"]
+    for kw in (dict(cache="unigram"), dict(cache="local", theta=0.3, cache_size=100),
+               dict(cache="unbounded", index="Flat", knn=8),
+               dict(cache="unbounded", index="IVF4,Flat", knn=8, index_train=300, nprobe=2)):
+        out = ppl(cache_weight=0.2, **kw)
+        assert math.isfinite(out["perplexity"]) and out["perplexity"] != base["perplexity"], kw
+        assert out["model_perplexity"] == pytest.approx(base["perplexity"], rel=1e-9)
+        assert out["cache_config"]["kind"] == kw["cache"]
+    assert ppl(cache="local", cache_weight=0.0)["perplexity"] == pytest.approx(base["perplexity"], rel=1e-12)
+    assert ppl(cache="unbounded", index="Flat", knn=4, cache_weight=0.0)["perplexity"] == pytest.approx(
+        base["perplexity"], rel=1e-12)
+
+
+def test_per_token_records_match_the_summary(runs, tmp_path):
+    path = tmp_path / "tokens.parquet"
+    out, _ = eval_cli(runs / "tied", runs / "a", "--split", "valid", "--cache", "local", "--cache-weight", "0.1",
+                      "--per-token", path, "--device", "cpu")
+    table = pq.read_table(path)
+    assert table.num_rows == out["tokens"]
+    rows = table.to_pydict()
+    assert rows["position"][0] == 1 and rows["position"][-1] == out["tokens"]
+    final = np.array(rows["final_logp"])
+    assert -final.mean() == pytest.approx(math.log(out["perplexity"]), rel=1e-9)
+    assert -np.mean(rows["model_logp"]) == pytest.approx(math.log(out["model_perplexity"]), rel=1e-9)
+    assert sum(not x for x in rows["in_train"]) == out["oov_tokens"]
+    assert all(f > 0 for f, known in zip(rows["train_freq"], rows["in_train"]) if known)
+    ds = open_dataset(runs / "a")
+    assert rows["word"][:5] == [ds.words[i] for i in ds.ids("valid")[1:6]]
+    again = run_groc("eval", runs / "tied", runs / "a", "--split", "valid", "--per-token", path)
+    assert again.returncode != 0 and "--force" in again.stderr.decode()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cache-weight", "1.5"], "--cache-weight"),
+    (["--cache", "unbounded", "--index", "Bogus99"], "--index"),
+    (["--split", "test"], "no test split"),
+])
+def test_bad_inputs_fail_in_one_line_and_write_nothing(runs, tmp_path, args, message):
+    path = tmp_path / "t.parquet"
+    r = run_groc("eval", runs / "tied", runs / "a", "--split", "valid", "--per-token", path, *args)
+    err = r.stderr.decode().strip()
+    assert r.returncode != 0 and message in err and len(err.splitlines()) == 1 and not r.stdout
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(knn=0, cache="unbounded"), "--knn"),
+    (dict(cache="lru"), "--cache"),
+    (dict(vocab="union", uniform_weight=0.0), "--uniform-weight"),
+    (dict(downweight_new=0.5), "--downweight-new"),
+    (dict(vocab="open"), "--vocab"),
+    (dict(cache="unbounded", index="IVF4,Flat", index_train=2), "index"),
+])
+def test_bad_settings_raise_one_line_errors(runs, kw, message):
+    with pytest.raises(GrocError, match=message) as info:
+        evaluate(runs / "tied", runs / "a", EvalSettings(split="valid", device="cpu", **kw))
+    assert "\n" not in str(info.value)

@@ -1,0 +1,176 @@
+"""`groc train` / `groc finetune` through the real CLI on slices of PTB, with tiny models."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.conftest import run_groc
+
+TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, data_dir):
+    root = tmp_path_factory.mktemp("tiny")
+    run_groc("prepare", "--train", data_dir / "ptb" / "ptb.valid.txt", "--split", "2500,800", "-o", root / "a", check=True)
+    run_groc("prepare", "--train", data_dir / "ptb" / "ptb.test.txt", "--split", "5000,800", "-o", root / "b", check=True)
+    run_groc("lexicon", "--vocab", root / "a", "--vocab", root / "b", "-o", root / "lex.parquet", check=True)
+    run_groc("lexicon", "--vocab", root / "b", "-o", root / "lex-b.parquet", check=True)
+    return root
+
+
+def test_train_writes_a_complete_run(tiny, tmp_path):
+    run = tmp_path / "run"
+    result = run_groc("train", tiny / "a", "-o", run, "--output", "tied", "--max-epochs", "2", "--json", *TINY, check=True)
+    summary = json.loads(result.stdout)  # stdout holds exactly one JSON object
+    assert summary["epochs"] == 2 and summary["stop_reason"] == "max-epochs"
+    assert "|Θ|" in result.stderr.decode() and "valid ppl" in result.stderr.decode()
+    config = json.loads((run / "config.json").read_text())
+    dataset = json.loads((tiny / "a" / "manifest.json").read_text())
+    assert config["dataset"]["checksum"] == dataset["checksum"]
+    assert config["parameters"] == summary["parameters"] > 0
+    metrics = pq.read_table(run / "metrics.parquet").to_pylist()
+    assert [m["epoch"] for m in metrics] == [1, 2]
+    for m in metrics:
+        assert m["valid_ppl"] > 1 and m["tokens_per_s"] > 0 and m["lr"] == pytest.approx(1e-3)
+    assert metrics[1]["train_loss"] < metrics[0]["train_loss"]
+    assert summary["best_valid_ppl"] == pytest.approx(min(m["valid_ppl"] for m in metrics))
+    for d in ("best", "last"):
+        assert (run / d / "model.safetensors").exists()
+    vocab = pq.read_table(run / "vocab.parquet").column("word").to_pylist()
+    assert len(vocab) == dataset["vocab_size"]
+    again = run_groc("train", tiny / "a", "-o", run, *TINY)
+    assert again.returncode != 0 and "--resume" in again.stderr.decode()
+
+
+def test_groc_parameter_count_does_not_depend_on_vocabulary(tiny, tmp_path):
+    counts = []
+    for name in ("a", "b"):
+        r = run_groc("train", tiny / name, "-o", tmp_path / name, "--output", "groc", "--lexicon", tiny / "lex.parquet",
+                     "--max-tokens", "200", "--json", *TINY, check=True)
+        counts.append(json.loads(r.stdout)["parameters"])
+    sizes = [json.loads((tiny / n / "manifest.json").read_text())["vocab_size"] for n in ("a", "b")]
+    assert sizes[0] != sizes[1] and counts[0] == counts[1]
+    tied = [json.loads(run_groc("train", tiny / n, "-o", tmp_path / f"t{n}", "--max-tokens", "100", "--json", *TINY,
+                                check=True).stdout)["parameters"] for n in ("a", "b")]
+    assert tied[0] != tied[1]
+
+
+def test_mismatched_lexicon_and_dataset_are_refused_before_training(tiny, tmp_path):
+    run = tmp_path / "run"
+    r = run_groc("train", tiny / "a", "-o", run, "--output", "groc", "--lexicon", tiny / "lex-b.parquet", *TINY)
+    assert r.returncode != 0 and "another vocabulary" in r.stderr.decode() and not run.exists()
+    r = run_groc("train", tiny / "a", "-o", run, "--output", "groc", *TINY)
+    assert r.returncode != 0 and "--lexicon" in r.stderr.decode() and not run.exists()
+    r = run_groc("train", tmp_path / "nowhere", "-o", run, *TINY)
+    assert r.returncode != 0 and "not a directory" in r.stderr.decode() and not run.exists()
+    run_groc("train", tiny / "a", "-o", run, "--max-tokens", "100", *TINY, check=True)
+    r = run_groc("train", tiny / "b", "-o", run, "--resume", *TINY)
+    assert r.returncode != 0 and "another dataset" in r.stderr.decode()
+
+
+def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tiny, tmp_path):
+    from groc_cli.models import ModelConfig, build_model
+    from groc_cli.text.dataset import open_dataset
+    from groc_cli.training.data import batchify, model_ids
+    from groc_cli.training.loop import NonFiniteLoss, TrainConfig, Trainer
+
+    ds = open_dataset(tiny / "a")
+    model = build_model(ModelConfig(output="tied", emb=16, hidden=24), ds.vocab)
+    config = TrainConfig(batch_size=4, bptt=12, checkpoint_every=2)
+    trainer = Trainer(model, batchify(model_ids(ds.vocab, ds, "train"), 4), None, config, tmp_path, torch.device("cpu"))
+
+    def poison(t, steps):
+        if t.pos.step == 3:  # after the checkpoint at step 2
+            with torch.no_grad():
+                next(t.model.parameters()).fill_(float("nan"))
+
+    with pytest.raises(NonFiniteLoss, match="step 4"):
+        trainer.train(progress=poison)
+    saved = torch.load(tmp_path / "last" / "trainer.pt", weights_only=True)
+    assert saved["position"]["step"] == 2
+    weights = load_file(tmp_path / "last" / "model.safetensors")
+    assert all(torch.isfinite(t).all() for t in weights.values())
+
+
+def _weights(run):
+    return load_file(run / "last" / "model.safetensors")
+
+
+def _metrics(run):
+    rows = pq.read_table(run / "metrics.parquet").to_pylist()
+    return [{k: v for k, v in r.items() if k not in ("seconds", "tokens_per_s")} for r in rows]
+
+
+def test_resume_after_kill_matches_uninterrupted_run(tiny, tmp_path):
+    # Bitwise equality needs the same summation order: one thread in every run.
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    args = ["--output", "groc", "--lexicon", tiny / "lex.parquet", "--update-prob", "0.5", "--max-epochs", "2",
+            "--checkpoint-every", "3", *TINY]
+    full = tmp_path / "full"
+    run_groc("train", tiny / "a", "-o", full, *args, check=True, env=env)
+
+    cut = tmp_path / "cut"
+    cmd = [sys.executable, "-m", "groc_cli", "train", str(tiny / "a"), "-o", str(cut), *map(str, args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **env})
+    deadline = time.time() + 120
+    trainer = cut / "last" / "trainer.pt"
+    while time.time() < deadline and proc.poll() is None:
+        if trainer.exists() and torch.load(trainer, weights_only=True)["position"]["step"] >= 6:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the first run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert torch.load(trainer, weights_only=True)["position"]["epoch"] == 1  # killed part way through epoch 1
+    run_groc("train", tiny / "a", "-o", cut, "--resume", *args, check=True, env=env)
+
+    a, b = _weights(full), _weights(cut)
+    assert a.keys() == b.keys()
+    differing = [k for k in a if not torch.equal(a[k], b[k])]
+    assert differing == []
+    assert _metrics(full) == _metrics(cut)
+
+
+def test_finetune_unions_vocabularies(tiny, tmp_path):
+    base = tmp_path / "base"
+    run_groc("train", tiny / "a", "-o", base, "--output", "groc", "--lexicon", tiny / "lex.parquet", "--max-tokens", "300", *TINY, check=True)
+    ft = tmp_path / "ft"
+    r = run_groc("finetune", base, tiny / "b", "-o", ft, "--max-epochs", "2", "--json", *TINY[4:], check=True)
+    summary = json.loads(r.stdout)
+    a = pq.read_table(base / "vocab.parquet").column("word").to_pylist()
+    b = json.loads((tiny / "b" / "manifest.json").read_text())
+    union = pq.read_table(ft / "vocab.parquet").column("word").to_pylist()
+    assert union[: len(a)] == a and len(union) > len(a) and len(union) < len(a) + b["vocab_size"]
+    assert summary["parameters"] == json.loads((base / "config.json").read_text())["parameters"]
+    rows = pq.read_table(ft / "metrics.parquet").to_pylist()
+    assert len(rows) == 2 and all(r["valid_loss"] and r["train_loss"] for r in rows)
+    tied = tmp_path / "tied"
+    run_groc("train", tiny / "a", "-o", tied, "--max-tokens", "300", *TINY, check=True)
+    r = run_groc("finetune", tied, tiny / "b", "-o", tmp_path / "tied-ft", "--max-epochs", "1", "--json", *TINY[4:], check=True)
+    assert json.loads(r.stdout)["parameters"] > json.loads((tied / "config.json").read_text())["parameters"]
+
+
+def test_two_process_data_parallel_matches_one_process(tiny, tmp_path):
+    common = ["--emb", "16", "--hidden", "24", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3",
+              "--dropout", "0", "--max-epochs", "1"]
+    single = tmp_path / "single"
+    run_groc("train", tiny / "a", "-o", single, "--batch-size", "8", *common, check=True)
+    ddp = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+                        "-m", "groc_cli", "train", str(tiny / "a"), "-o", str(ddp), "--batch-size", "4",
+                        *common, "--json"], capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    assert len([line for line in r.stdout.decode().splitlines() if line.startswith("{")]) == 1  # rank 0 only
+    one, two = pq.read_table(single / "metrics.parquet").to_pylist(), pq.read_table(ddp / "metrics.parquet").to_pylist()
+    assert one[0]["tokens"] == two[0]["tokens"]
+    assert two[0]["valid_loss"] == pytest.approx(one[0]["valid_loss"], rel=1e-4)
