@@ -1,0 +1,187 @@
+"""Loss difference between two evaluations of the same split, by training-frequency bin.
+
+The GroC paper's Figure 3 (Section 4.2, "Word frequency effects") plots, per bin of
+training frequency, the *median* over test tokens of the difference in loss between a
+baseline and GroC — the median rather than Baevski and Auli's (2019) mean "to reduce the
+effect of outliers". Here A is the baseline and B the other run, and the difference is
+loss_B − loss_A (nats per word, loss = −log p): negative means B predicts those words better.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..artifacts import read_metadata
+from ..errors import GrocError
+
+# Lower edges of the frequency bins. The paper's text names "words occurring 1–50 times"
+# as a bin and Figure 3 runs from rare to frequent words; we read its intervals as
+# half-open [1, 50), [50, 100), [100, 500), [500, 1000), [1000, 5000), [5000, ∞), plus
+# unseen words (frequency 0, only possible with an open vocabulary) as their own bin.
+DEFAULT_EDGES = (1, 50, 100, 500, 1000, 5000)
+COLUMNS = {"final": "final_logp", "model": "model_logp"}
+SIGN = "diff = loss_B - loss_A in nats per word (loss = -ln p); negative: B is better"
+
+
+def parse_bins(text: str) -> tuple[int, ...]:
+    """'1,50,100' -> (1, 50, 100): lower edges of the bins, strictly increasing positive integers."""
+    hint = f"--bins {text!r}: give strictly increasing positive training frequencies, e.g. --bins 1,50,100,500,1000,5000"
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        edges = tuple(int(p) for p in parts)
+    except ValueError:
+        raise GrocError(hint) from None
+    if not edges or edges[0] < 1 or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise GrocError(hint)
+    return edges
+
+
+@dataclass(frozen=True)
+class Bin:
+    lo: int
+    hi: int | None  # exclusive; None for the open last bin
+
+    @property
+    def label(self) -> str:
+        if self.hi is None:
+            return f"≥{self.lo}"
+        if self.hi == self.lo + 1:
+            return str(self.lo)
+        return f"{self.lo}-{self.hi - 1}"
+
+
+def make_bins(edges: tuple[int, ...]) -> list[Bin]:
+    """Unseen words (0) first, then [1, e0) if e0 > 1, [e0, e1), ..., [e_last, ∞): every frequency has one bin."""
+    lows = [0] + ([1] if edges[0] > 1 else []) + list(edges)
+    return [Bin(lo, hi) for lo, hi in zip(lows, lows[1:] + [None])]
+
+
+@dataclass
+class PerToken:
+    path: Path
+    meta: dict
+    positions: np.ndarray
+    words: pa.Array
+    freq: np.ndarray | None
+    logp: np.ndarray
+
+
+def load_per_token(path: Path, column: str, with_freq: bool) -> PerToken:
+    """Read only the columns needed from a 'groc eval --per-token' file."""
+    path = Path(path)
+    if not path.is_file():
+        raise GrocError(f"per-token file {path} not found; write one with 'groc eval ... --per-token {path}'")
+    try:
+        meta = read_metadata(path)
+        names = set(pq.read_schema(path).names)
+    except (pa.ArrowInvalid, OSError, ValueError) as exc:
+        raise GrocError(f"{path} is not a Parquet file ({exc}); give files written by 'groc eval --per-token'") from None
+    wanted = ["position", "word", COLUMNS[column]] + (["train_freq"] if with_freq else [])
+    missing = [c for c in wanted if c not in names]
+    if missing or meta.get("stage") != "eval":
+        what = f"lacks column(s) {', '.join(missing)}" if missing else "has no 'groc eval' provenance"
+        raise GrocError(f"{path} {what}: give files written by 'groc eval --per-token'")
+    table = pq.read_table(path, columns=wanted)
+    return PerToken(
+        path=path, meta=meta,
+        positions=table["position"].to_numpy(),
+        words=table["word"].combine_chunks(),
+        freq=table["train_freq"].to_numpy() if with_freq else None,
+        logp=table[COLUMNS[column]].to_numpy(),
+    )
+
+
+def check_aligned(a: PerToken, b: PerToken) -> None:
+    """Same dataset, same split, same positions and words, row for row; else one line naming the difference."""
+    names = f"{a.path} and {b.path}"
+    da, db = a.meta.get("dataset_checksum"), b.meta.get("dataset_checksum")
+    if da != db:
+        raise GrocError(f"{names} evaluate different datasets (dataset_checksum {str(da)[:12]} vs {str(db)[:12]}); "
+                        "compare evaluations of the same dataset and split")
+    sa, sb = a.meta.get("settings", {}).get("split"), b.meta.get("settings", {}).get("split")
+    if sa != sb:
+        raise GrocError(f"{names} evaluate different splits ({sa} vs {sb}); compare evaluations of the same split")
+    if len(a.positions) != len(b.positions):
+        raise GrocError(f"{names} have {len(a.positions)} and {len(b.positions)} rows; "
+                        "compare evaluations of the same split")
+    bad = np.flatnonzero(a.positions != b.positions)
+    if len(bad):
+        i = int(bad[0])
+        raise GrocError(f"{names} differ at row {i} (position {a.positions[i]} vs {b.positions[i]}); "
+                        "compare evaluations of the same split")
+    differs = pc.fill_null(pc.not_equal(a.words, b.words), True).to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(differs)
+    if len(bad):
+        i = int(bad[0])
+        raise GrocError(f"{names} differ at position {a.positions[i]} (word {a.words[i].as_py()!r} vs "
+                        f"{b.words[i].as_py()!r}); compare evaluations of the same split")
+
+
+def _row(label: str, lo: int | None, hi: int | None, word_ids: np.ndarray, loss_a: np.ndarray, loss_b: np.ndarray) -> dict:
+    n = len(loss_a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = loss_b - loss_a
+        return {
+            "bin": label, "lo": lo, "hi": hi, "words": n, "types": int(len(np.unique(word_ids))),
+            "median_diff": float(np.median(diff)) if n else None,
+            "mean_diff": float(np.mean(diff)) if n else None,
+            "ppl_a": float(np.exp(np.mean(loss_a))) if n else None,
+            "ppl_b": float(np.exp(np.mean(loss_b))) if n else None,
+        }
+
+
+def bin_table(freq: np.ndarray, word_ids: np.ndarray, logp_a: np.ndarray, logp_b: np.ndarray,
+              edges: tuple[int, ...] = DEFAULT_EDGES) -> tuple[list[dict], dict]:
+    """Rows per bin (empty bins included, with null statistics) and the overall row."""
+    loss_a, loss_b = -np.asarray(logp_a, np.float64), -np.asarray(logp_b, np.float64)
+    bins = make_bins(edges)
+    which = np.searchsorted([b.lo for b in bins], freq, side="right") - 1
+    rows = []
+    for k, b in enumerate(bins):
+        m = which == k
+        rows.append(_row(b.label, b.lo, b.hi, word_ids[m], loss_a[m], loss_b[m]))
+    return rows, _row("all", None, None, word_ids, loss_a, loss_b)
+
+
+def _describe(p: PerToken) -> dict:
+    settings = p.meta.get("settings", {})
+    return {"path": str(p.path), "run": p.meta.get("run"), "model_checksum": p.meta.get("model_checksum"),
+            "vocab": settings.get("vocab"), "cache": settings.get("cache")}
+
+
+def compare(path_a: Path, path_b: Path, edges: tuple[int, ...] = DEFAULT_EDGES, column: str = "final",
+            freq_from: str = "a") -> dict:
+    """The whole comparison as one JSON-ready dict: inputs, settings, per-bin rows, overall row."""
+    if column not in COLUMNS:
+        raise GrocError(f"--column {column!r}: choose final (after any cache) or model (before it)")
+    if freq_from not in ("a", "b"):
+        raise GrocError(f"--freq-from {freq_from!r}: choose a (the baseline, first file) or b")
+    a = load_per_token(path_a, column, with_freq=freq_from == "a")
+    b = load_per_token(path_b, column, with_freq=freq_from == "b")
+    check_aligned(a, b)
+    word_ids = pc.dictionary_encode(a.words).indices.to_numpy()
+    freq = (a if freq_from == "a" else b).freq
+    rows, overall = bin_table(freq, word_ids, a.logp, b.logp, edges)
+    return {
+        "a": _describe(a), "b": _describe(b),
+        "dataset_checksum": a.meta.get("dataset_checksum"), "split": a.meta.get("settings", {}).get("split"),
+        "column": COLUMNS[column], "freq_from": freq_from, "edges": list(edges), "sign": SIGN,
+        "bins": rows, "overall": overall,
+    }
+
+
+def settings_differ(result: dict, key: str) -> bool:
+    return result["a"].get(key) != result["b"].get(key)
+
+
+def rows_table(rows: list[dict]) -> pa.Table:
+    schema = pa.schema([("bin", pa.string()), ("lo", pa.int64()), ("hi", pa.int64()), ("words", pa.int64()),
+                        ("types", pa.int64()), ("median_diff", pa.float64()), ("mean_diff", pa.float64()),
+                        ("ppl_a", pa.float64()), ("ppl_b", pa.float64())])
+    return pa.Table.from_pylist(rows, schema=schema)
