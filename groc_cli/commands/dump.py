@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -33,10 +34,12 @@ def dump(
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
     chunk: int = typer.Option(256, "--chunk", help="Positions run through the LSTM at once."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="GroC: use this lexicon table instead of the run's own "
+                                           "(recorded in meta.json)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing -o directory."),
 ) -> None:
     """Dump the states a cache needs (one stream, carried state), written incrementally and atomically."""
-    emit_json(dump_states(run_dir, dataset, split, output_dir, vocab, dtype, checkpoint, chunk, device, force))
+    emit_json(dump_states(run_dir, dataset, split, output_dir, vocab, dtype, checkpoint, chunk, device, force, lexicon))
 
 
 def register(app: typer.Typer) -> None:

@@ -22,7 +22,14 @@ EPILOG = """[bold]Examples[/bold]
 
   groc dump runs/ptb-tied data/ptb --split test -o states/ptb-test && groc eval runs/ptb-tied data/ptb --states states/ptb-test --cache local
 
-Prints one JSON object on stdout (perplexity, tokens, oov_rate, vocab_size, settings, seconds, tokens_per_s).
+  groc eval runs/ptb-tied data/ptb --states states/ptb-valid --cache local --grid "cache-weight=0.02,0.05,0.1;theta=0.1,0.3,0.5" --grid-out grid.parquet
+
+  groc eval runs/ptb-tied data/ptb --split valid --cache unbounded --index IVF256,PQ32 --index-save ptb.ivf && groc eval runs/ptb-tied data/ptb --cache unbounded --index IVF256,PQ32 --index-load ptb.ivf
+
+  groc eval runs/ptb-groc data/news14 --vocab union --lexicon data/news.lexicon.parquet --downweight-new 0.1
+
+Prints one JSON object on stdout (perplexity, tokens, oov_rate, vocab_size, settings, seconds, tokens_per_s;
+with --grid also "grid" (every setting with its perplexity) and "best"; "perplexity" is then the best one's).
 """
 
 
@@ -51,6 +58,17 @@ def eval_command(
     index_train: Optional[int] = typer.Option(None, "--index-train", help="unbounded, trainable index (IVF/PQ): train it on the first N "
                                               "states of the evaluated stream (default min(200000, tokens)); the quantizer sees "
                                               "those states, never their targets, before they are scored."),
+    index_save: Optional[Path] = typer.Option(None, "--index-save", help="unbounded: write the trained, empty FAISS index "
+                                              "(quantizer and codebooks, no stored states) to this file for --index-load."),
+    index_load: Optional[Path] = typer.Option(None, "--index-load", help="unbounded: use a trained index from --index-save "
+                                              "instead of training one (e.g. trained on valid states, used on test)."),
+    grid: Optional[str] = typer.Option(None, "--grid", help="Score every combination in one pass, e.g. "
+                                       "'cache-weight=0.01,0.05,0.1;theta=0.1,0.3,1'. Names: cache-weight (any cache), theta "
+                                       "(local), knn, kernel, bandwidth-scale (unbounded); the others keep their flag's value."),
+    grid_out: Optional[Path] = typer.Option(None, "--grid-out", help="With --grid: write the table (one row per setting, "
+                                            "best marked) as Parquet."),
+    lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="GroC: use this lexicon table instead of the run's own "
+                                           "(other coverage, Table 4; relations of new words in --vocab union)."),
     per_token: Optional[Path] = typer.Option(None, "--per-token", help="Write one Parquet row per prediction: position, word, in_train, "
                                              "train_freq, model_logp, final_logp (natural log)."),
     states: Optional[Path] = typer.Option(None, "--states", help="Read hidden states and model log-probs from a 'groc dump' directory "
@@ -58,16 +76,21 @@ def eval_command(
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
     chunk: int = typer.Option(256, "--chunk", help="Positions run through the LSTM at once (results do not depend on it)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --per-token file."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out or --index-save file."),
 ) -> None:
     """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
     settings = EvalSettings(
         split=split or "test", vocab=vocab or "model", uniform_weight=uniform_weight, downweight_new=downweight_new, cache=cache,
         cache_weight=cache_weight, theta=theta, cache_size=cache_size, knn=knn, index=index, nprobe=nprobe, kernel=kernel,
-        bandwidth_scale=bandwidth_scale, index_train=index_train, checkpoint=checkpoint, chunk=chunk, device=device,
+        bandwidth_scale=bandwidth_scale, index_train=index_train, index_save=_str(index_save), index_load=_str(index_load),
+        grid=grid, lexicon=_str(lexicon), checkpoint=checkpoint, chunk=chunk, device=device,
     )
     emit_json(evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
-                       vocab_given=vocab is not None, split_given=split is not None))
+                       vocab_given=vocab is not None, split_given=split is not None, grid_out=grid_out))
+
+
+def _str(path: Optional[Path]) -> Optional[str]:
+    return None if path is None else str(path)
 
 
 def register(app: typer.Typer) -> None:

@@ -28,13 +28,13 @@ import numpy as np
 import torch
 
 from ..artifacts import check_destination, provenance
-from ..caches import CACHE_KINDS, interpolate, make_cache
-from ..console import log
+from ..caches import CACHE_KINDS, UnboundedCache as UNBOUNDED, interpolate, make_cache
+from ..console import log, progress
 from ..errors import GrocError
 from ..text.dataset import open_dataset
 from ..training.run import Run, read_vocab
 from .stream import Chunk, load_model, model_chunks
-from .vocab import VOCAB_MODES, EvalVocab, build_eval_vocab
+from .vocab import VOCAB_MODES, build_eval_vocab
 
 CACHES = ("none", *CACHE_KINDS)
 KERNELS = ("gaussian", "epanechnikov")
@@ -60,6 +60,10 @@ class EvalSettings:
     kernel: str = "gaussian"
     bandwidth_scale: float = 1.0
     index_train: int | None = None
+    index_save: str | None = None
+    index_load: str | None = None
+    grid: str | None = None
+    lexicon: str | None = None
     checkpoint: str = "best"
     chunk: int = 256
     device: str = "auto"
@@ -78,6 +82,62 @@ def _check_unit(name: str, value: float | None, low_open: bool = False) -> None:
     ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
     if not ok or math.isnan(value):
         raise GrocError(f"{name} {value}: must be in {'(0, 1]' if low_open else '[0, 1]'}")
+
+
+#: --grid keys per cache: the flag each one replaces, and how its values are read.
+GRID_KEYS = {
+    "cache-weight": ("unigram", "local", "unbounded"),
+    "theta": ("local",),
+    "knn": ("unbounded",),
+    "kernel": ("unbounded",),
+    "bandwidth-scale": ("unbounded",),
+}
+
+
+def parse_grid(text: str, cache: str) -> dict[str, list]:
+    """"cache-weight=0.05,0.1;theta=0.1,0.3" -> {"cache-weight": [0.05, 0.1], "theta": [0.1, 0.3]}."""
+    if cache == "none":
+        raise GrocError("--grid needs a cache: add --cache unigram, local or unbounded")
+    grid: dict[str, list] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        key, eq, values = part.partition("=")
+        key = key.strip().lstrip("-")
+        if not eq or not values.strip():
+            raise GrocError(f"--grid {text!r}: expected NAME=V1,V2,... parts separated by ';' (e.g. 'cache-weight=0.05,0.1;theta=0.1,0.3')")
+        if key not in GRID_KEYS:
+            raise GrocError(f"--grid: unknown name {key!r}; choose from {', '.join(GRID_KEYS)}")
+        if cache not in GRID_KEYS[key]:
+            raise GrocError(f"--grid: {key} does not apply to the {cache} cache (it applies to: {', '.join(GRID_KEYS[key])})")
+        if key in grid:
+            raise GrocError(f"--grid: {key} is given twice")
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        try:
+            if key == "knn":
+                parsed = [int(v) for v in items]
+            elif key == "kernel":
+                parsed = items
+            else:
+                parsed = [float(v) for v in items]
+        except ValueError:
+            raise GrocError(f"--grid {key}={values.strip()}: not a list of {'integers' if key == 'knn' else 'numbers'}") from None
+        if len(set(parsed)) != len(parsed):
+            raise GrocError(f"--grid {key}: repeated value")
+        grid[key] = parsed
+    if not grid:
+        raise GrocError(f"--grid {text!r}: no values")
+    return grid
+
+
+def grid_settings(s: EvalSettings) -> EvalSettings:
+    """The settings with every --grid list in place of its single flag (lists everywhere)."""
+    grid = s.resolved.get("grid") or {}
+    return {
+        "cache_weight": grid.get("cache-weight", [s.cache_weight]),
+        "theta": grid.get("theta", [s.theta]),
+        "knn": grid.get("knn", [s.knn]),
+        "kernel": grid.get("kernel", [s.kernel]),
+        "bandwidth_scale": grid.get("bandwidth-scale", [s.bandwidth_scale]),
+    }
 
 
 def validate(s: EvalSettings, kind: str) -> None:
@@ -115,6 +175,31 @@ def validate(s: EvalSettings, kind: str) -> None:
         raise GrocError(f"a {kind} model gives words outside its vocabulary no probability, so --vocab union "
                         "needs --uniform-weight > 0 (default 0.01) or perplexity is infinite")
     s.resolved["uniform_weight"] = u
+    if s.grid is not None:
+        s.resolved["grid"] = parse_grid(s.grid, s.cache)
+    values = grid_settings(s)
+    for w in values["cache_weight"]:
+        _check_unit("--cache-weight", w)
+    for t in values["theta"]:
+        if t < 0 or not math.isfinite(t):
+            raise GrocError(f"--theta {t}: must be a finite number >= 0")
+    for k in values["knn"]:
+        if k < 1:
+            raise GrocError(f"--knn {k}: must be >= 1")
+    for k in values["kernel"]:
+        if k not in KERNELS:
+            raise GrocError(f"--kernel {k!r}: expected one of {', '.join(KERNELS)}")
+    for b in values["bandwidth_scale"]:
+        if not (b > 0 and math.isfinite(b)):
+            raise GrocError(f"--bandwidth-scale {b}: must be > 0")
+    if (s.index_save or s.index_load) and s.cache != "unbounded":
+        raise GrocError("--index-save and --index-load apply to --cache unbounded only")
+    if s.index_save and s.index_load:
+        raise GrocError("give --index-save or --index-load, not both (a loaded index is already saved)")
+    if s.index_load and not Path(s.index_load).is_file():
+        raise GrocError(f"--index-load {s.index_load}: no such file; write one with --index-save")
+    if s.lexicon is not None and kind != "groc":
+        raise GrocError(f"--lexicon applies to GroC models only (this run's output layer is {kind})")
 
 
 def check_index_string(factory: str, dim: int) -> bool:
@@ -131,17 +216,44 @@ def check_index_string(factory: str, dim: int) -> bool:
     return not index.is_trained
 
 
+def check_datastore(s: EvalSettings, total: int, needs_training: bool, dim: int) -> None:
+    """Checks that need the stream's length: before any state is computed."""
+    if s.cache != "unbounded":
+        return
+    # The last prediction sees total - 1 stored states: a larger k is never filled.
+    k = max(grid_settings(s)["knn"])
+    if k > total - 1:
+        raise GrocError(f"--knn {k} is larger than the datastore can ever hold: the {s.split} split has {total:,} predictions, "
+                        f"so at most {total - 1:,} states precede the last one; choose --knn <= {max(total - 1, 1):,}")
+    if needs_training and not s.index_load:
+        import faiss
+
+        n_train = min(s.index_train or DEFAULT_INDEX_TRAIN, total)
+        index = faiss.index_factory(dim, s.index, faiss.METRIC_L2)
+        ivf = UNBOUNDED._ivf(index)
+        nlist = faiss.downcast_index(ivf).nlist if ivf is not None else 0
+        if nlist and n_train < nlist:
+            raise GrocError(f"--index {s.index}: its {nlist:,} inverted lists need at least {nlist:,} training states, but "
+                            f"only {n_train:,} are used (--index-train, the split's length); use a smaller IVF "
+                            f"(about 1 list per 40 states), or 'Flat'")
+
+
 def _make_cache(s: EvalSettings, dim: int, device: torch.device, train_vectors: np.ndarray | None = None):
+    values = grid_settings(s)
     try:
         if s.cache == "unigram":
             return make_cache("unigram", cache_size=s.cache_size)
         if s.cache == "local":
-            return make_cache("local", thetas=[s.theta], cache_size=s.cache_size or 10_000, dim=dim)
-        return make_cache("unbounded", dim=dim, index=s.index, nprobe=s.nprobe, knn=s.knn, kernels=[s.kernel],
-                          bandwidth_scales=[s.bandwidth_scale], train_vectors=train_vectors,
-                          use_gpu="auto" if device.type == "cuda" else False)
+            return make_cache("local", thetas=values["theta"], cache_size=s.cache_size or 10_000, dim=dim)
+        cache = make_cache("unbounded", dim=dim, index=s.index, nprobe=s.nprobe, knn=values["knn"], kernels=values["kernel"],
+                           bandwidth_scales=values["bandwidth_scale"], train_vectors=train_vectors,
+                           trained_index=s.index_load, use_gpu="auto" if device.type == "cuda" else False)
     except ValueError as exc:
         raise GrocError(f"--cache {s.cache}: {exc}") from None
+    if s.index_save:
+        cache.save_trained(s.index_save)
+        log(f"wrote the trained empty index to {s.index_save} (reuse it with --index-load)")
+    return cache
 
 
 def resolve_device(name: str) -> torch.device:
@@ -172,7 +284,7 @@ class CachedStream:
         self.train_states = 0
         if s.cache == "none":
             return
-        if needs_training:
+        if needs_training and not s.index_load:
             self.train_states = min(s.index_train or DEFAULT_INDEX_TRAIN, total)
         else:
             self.cache = _make_cache(s, dim, device)
@@ -182,7 +294,7 @@ class CachedStream:
         s = self.s
         if s.cache == "none":
             for chunk, base in chunks:
-                yield chunk, base, base
+                yield chunk, base, base[:, None]
             return
         buffered: list[tuple[Chunk, np.ndarray]] = []
         held = 0
@@ -207,15 +319,26 @@ class CachedStream:
             yield chunk, base, self._mix(chunk, base)
 
     def _mix(self, chunk: Chunk, base: np.ndarray) -> np.ndarray:
+        """[n, P]: one column per grid point (one column without --grid)."""
         hidden = chunk.hidden if self.s.cache != "unigram" else None
         cache_logp = self.cache.score(hidden, chunk.targets)
-        return interpolate(base, cache_logp, [self.s.cache_weight])[:, 0]
+        return interpolate(base, cache_logp, grid_settings(self.s)["cache_weight"])
+
+    def columns(self) -> list[dict]:
+        """The setting of each column of _mix: cache setting p, weight i -> column p * W + i."""
+        weights = grid_settings(self.s)["cache_weight"]
+        if self.cache is None:
+            return [{"cache_weight": w} for w in weights]
+        return [{**{k: v for k, v in setting.items() if k != "kind"}, "cache_weight": w}
+                for setting in self.cache.settings for w in weights]
 
 
 def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path | None = None, force: bool = False,
-             states_dir: Path | None = None, vocab_given: bool = True, split_given: bool = True) -> dict:
+             states_dir: Path | None = None, vocab_given: bool = True, split_given: bool = True,
+             grid_out: Path | None = None) -> dict:
     """Evaluate; returns the JSON summary. With ``states_dir``, --vocab and --split default
-    to the states' own (``*_given`` False)."""
+    to the states' own (``*_given`` False). With ``s.grid`` every combination is scored in
+    the same pass; the summary's perplexity is the best one's and ``grid`` lists them all."""
     started = time.perf_counter()
     run = Run(run_dir)
     dataset = open_dataset(dataset_dir)
@@ -232,12 +355,30 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
         if s.vocab != states.meta["vocab"]:
             raise GrocError(f"--vocab {s.vocab}: the states in {states_dir} were dumped with --vocab {states.meta['vocab']}; "
                             "drop --vocab or dump again")
+        if s.lexicon is not None:
+            raise GrocError("--lexicon cannot change states already dumped (their log-probabilities are fixed); "
+                            "pass --lexicon to 'groc dump' instead")
     if not dataset.has_split(s.split):
         have = ", ".join(dataset.manifest["splits"]) or "none"
         raise GrocError(f"dataset {dataset.path} has no {s.split} split (it has: {have}); choose another --split")
     validate(s, kind)
     if per_token is not None:
         check_destination(Path(per_token), force, "--per-token")
+        if s.grid is not None:
+            raise GrocError("--per-token records one setting: drop --grid, or evaluate the best grid setting again with --per-token")
+    if grid_out is not None:
+        if s.grid is None:
+            raise GrocError("--grid-out needs --grid")
+        check_destination(Path(grid_out), force, "--grid-out")
+    if s.index_save:
+        check_destination(Path(s.index_save), force, "--index-save")
+    lexicon = None
+    if s.lexicon is not None:
+        from ..models import Lexicon
+
+        if not Path(s.lexicon).is_file():
+            raise GrocError(f"--lexicon {s.lexicon}: no such file; build one with 'groc lexicon'")
+        lexicon = Lexicon.from_parquet(Path(s.lexicon))
     dim = run.model_config.emb
     needs_training = s.cache == "unbounded" and check_index_string(s.index, dim)
     device = resolve_device(s.device)
@@ -247,10 +388,11 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
     compose_inputs = kind == "groc"
     vocab = build_eval_vocab(model_words, dataset, s.split, s.vocab, compose_inputs)
     total = len(vocab.targets) - 1
+    check_datastore(s, total, needs_training, dim)
     cached = CachedStream(s, dim, device, total, needs_training)
 
     if states is None:
-        model = load_model(run, s.checkpoint, device, vocab)
+        model = load_model(run, s.checkpoint, device, vocab, lexicon)
         chunks = model_chunks(model, vocab, device, s.chunk)
         model_checksum = run.model_checksum(s.checkpoint)
     else:
@@ -262,7 +404,8 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
     u = s.resolved["uniform_weight"]
     based = ((c, adjust(c, vocab.model_size, vocab.size, s.downweight_new, u)) for c in chunks)
     split_ids = dataset.ids(s.split).astype(np.int64)
-    model_nll = final_nll = 0.0
+    model_nll = 0.0
+    final_nll = None
     count = 0
     with contextlib.ExitStack() as stack:
         writer = None
@@ -272,19 +415,23 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
             meta = provenance("eval", run=str(run.path), dataset_checksum=dataset.checksum,
                               model_checksum=model_checksum, settings=s.as_dict())
             writer = stack.enter_context(PerTokenWriter(Path(per_token), dataset.words, model_words, model_counts, meta))
+        advance = stack.enter_context(progress(f"eval {s.split}", total=total, unit="tok"))
         for chunk, base, final in cached.run(based):
             model_nll -= float(base.sum())
-            final_nll -= float(final.sum())
+            column_nll = -final.sum(axis=0)
+            final_nll = column_nll if final_nll is None else final_nll + column_nll
             count += len(chunk)
+            advance(len(chunk))
             if writer is not None:
                 pos = np.arange(chunk.start + 1, chunk.start + 1 + len(chunk))
-                writer.write(pos, split_ids[pos], base, final)
+                writer.write(pos, split_ids[pos], base, final[:, 0])
     seconds = time.perf_counter() - started
+    best = int(np.argmin(final_nll))
     oov = int(vocab.oov[1:].sum())
     result = {
-        "perplexity": _ppl(final_nll, count),
+        "perplexity": _ppl(float(final_nll[best]), count),
         "model_perplexity": _ppl(model_nll, count),
-        "nll": final_nll / count,
+        "nll": float(final_nll[best]) / count,
         "tokens": count,
         "oov_tokens": oov,
         "oov_rate": oov / count,
@@ -303,10 +450,31 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
         "seconds": round(seconds, 3),
         "tokens_per_s": round(count / max(seconds, 1e-9), 1),
     }
-    cache_text = f", {s.cache} cache (weight {s.cache_weight}) over model ppl {result['model_perplexity']:.2f}" if s.cache != "none" else ""
+    if s.grid is not None:
+        rows = [{**setting, "perplexity": _ppl(float(nll), count), "nll": float(nll) / count, "best": i == best}
+                for i, (setting, nll) in enumerate(zip(cached.columns(), final_nll))]
+        result["grid"] = rows
+        result["best"] = rows[best]
+        result["grid_output"] = str(grid_out) if grid_out is not None else None
+        if grid_out is not None:
+            _write_grid(rows, Path(grid_out), provenance("eval --grid", run=str(run.path), dataset_checksum=dataset.checksum,
+                                                          model_checksum=model_checksum, settings=s.as_dict(),
+                                                          model_perplexity=result["model_perplexity"], tokens=count))
+        settings_text = ", ".join(f"{k} {v}" for k, v in rows[best].items() if k not in ("perplexity", "nll", "best"))
+        log(f"grid of {len(rows)} settings in one pass; best: {settings_text}")
+    cache_text = f", {s.cache} cache (weight {rows[best]['cache_weight'] if s.grid else s.cache_weight}) over model ppl {result['model_perplexity']:.2f}" if s.cache != "none" else ""
     log(f"{s.split}: perplexity {result['perplexity']:.2f} over {count:,} tokens ({s.vocab} vocabulary, {vocab.size:,} words, "
         f"OOV {100 * result['oov_rate']:.2f}%){cache_text}; {seconds:.1f}s, {result['tokens_per_s']:,.0f} tok/s")
     return result
+
+
+def _write_grid(rows: list[dict], path: Path, meta: dict) -> None:
+    import pyarrow as pa
+
+    from ..artifacts import atomic_path, write_parquet
+
+    with atomic_path(path) as tmp:
+        write_parquet(pa.Table.from_pylist(rows), tmp, meta)
 
 
 def _ppl(nll: float, count: int) -> float:

@@ -23,7 +23,6 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 
 from ..artifacts import atomic_dir, check_destination, provenance, read_json, write_json, write_parquet
 from ..console import log
@@ -40,7 +39,7 @@ DTYPES = ("float16", "float32")
 
 def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, vocab_mode: str = "model",
                 dtype: str = "float16", checkpoint: str = "best", chunk: int = 256, device: str = "auto",
-                force: bool = False) -> dict:
+                force: bool = False, lexicon: Path | None = None) -> dict:
     started = time.perf_counter()
     if dtype not in DTYPES:
         raise GrocError(f"--dtype {dtype!r}: expected float16 or float32")
@@ -56,6 +55,16 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
         have = ", ".join(dataset.manifest["splits"]) or "none"
         raise GrocError(f"dataset {dataset.path} has no {split} split (it has: {have}); choose another --split")
     check_destination(Path(out_dir), force)
+    lexicon_table = None
+    if lexicon is not None:
+        from ..artifacts import sha256_file
+        from ..models import Lexicon
+
+        if run.model_config.output != "groc":
+            raise GrocError(f"--lexicon applies to GroC models only (this run's output layer is {run.model_config.output})")
+        if not Path(lexicon).is_file():
+            raise GrocError(f"--lexicon {lexicon}: no such file; build one with 'groc lexicon'")
+        lexicon_table = Lexicon.from_parquet(Path(lexicon))
     from .perplexity import resolve_device
 
     dev = resolve_device(device)
@@ -65,7 +74,7 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
     n, dim = len(vocab.targets) - 1, run.model_config.emb
     if vocab.size > np.iinfo(np.uint32).max:
         raise GrocError(f"an evaluation vocabulary of {vocab.size} words does not fit uint32 target ids")
-    model = load_model(run, checkpoint, dev, vocab)
+    model = load_model(run, checkpoint, dev, vocab, lexicon_table)
     new_mass = vocab_mode == "union" and kind == "groc"
     model_checksum = run.model_checksum(checkpoint)
     meta = {
@@ -76,6 +85,7 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
         "model": kind,
         "checkpoint": checkpoint,
         "model_checksum": model_checksum,
+        "lexicon": None if lexicon is None else {"path": str(lexicon), "sha256": sha256_file(Path(lexicon))},
         "dataset": str(dataset.path),
         "dataset_checksum": dataset.checksum,
         "split": split,

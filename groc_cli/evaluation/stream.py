@@ -70,9 +70,10 @@ def model_chunks(model, vocab: EvalVocab, device: torch.device, chunk: int = 256
             yield Chunk(i, h.cpu().numpy(), y, logp, mass)
 
 
-def load_model(run, checkpoint: str, device: torch.device, vocab: EvalVocab):
-    """The run's model in eval mode on ``device``; GroC composes the union in union mode."""
-    model, _, _ = run.build(checkpoint, device=device)
+def load_model(run, checkpoint: str, device: torch.device, vocab: EvalVocab, lexicon=None):
+    """The run's model in eval mode on ``device``; GroC composes the union in union mode.
+    ``lexicon`` (GroC) replaces the run's own lexicon table (other coverage, new words)."""
+    model, _, _ = run.build(checkpoint, lexicon=lexicon, device=device)
     model.eval()
     if vocab.mode == "union" and run.model_config.output == "groc":
         model.set_vocab(vocab.words)

@@ -138,7 +138,7 @@ def test_bad_inputs_fail_in_one_line_and_write_nothing(runs, tmp_path, args, mes
     (dict(vocab="union", uniform_weight=0.0), "--uniform-weight"),
     (dict(downweight_new=0.5), "--downweight-new"),
     (dict(vocab="open"), "--vocab"),
-    (dict(cache="unbounded", index="IVF4,Flat", index_train=2), "index"),
+    (dict(cache="unbounded", index="IVF4,Flat", index_train=2, knn=8), "inverted lists"),
 ])
 def test_bad_settings_raise_one_line_errors(runs, kw, message):
     with pytest.raises(GrocError, match=message) as info:
