@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Figures 6 and 7: local (neural) cache hyperparameter grids, 5 θ x 5 weights, each in one pass
+# over dumped validation states (groc dump, then groc eval --grid), drawn as heatmaps.
+#   Figure 6: the tied Reuters model of table5.sh on WMT news 2013 (the paper: 2007 model on
+#             2008 validation, window 5,000);   Figure 7: the tied PTB model on PTB validation.
+#   bash recipes/figure6.sh       (SCALE=small; trains the two tied models if table2/table5 have not)
+NAME=figure6
+source "$(dirname "$0")/lib/common.sh"
+ptb
+crossdomain
+emb=(); [ "$SCALE" = paper ] && emb=(--emb 300)
+# θ over 5 values in [0, 1]; the paper's λ over 5 values from 0.833 to 0.966, i.e. cache weights 0.034 ... 0.167.
+GRID="theta=0,0.25,0.5,0.75,1;cache-weight=0.034,0.067,0.1,0.134,0.167"
+train "$WORK/runs/$SCALE/reuters-tied" "$WORK/reuters" --output tied "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
+train "$WORK/runs/$SCALE/ptb-tied" "$WORK/ptb" --output tied "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
+step "$WORK/states/$SCALE/reuters-tied-news13" groc dump "$WORK/runs/$SCALE/reuters-tied" "$WORK/news13" --split test \
+  --vocab union -o "$WORK/states/$SCALE/reuters-tied-news13"
+step "$WORK/states/$SCALE/ptb-tied-valid" groc dump "$WORK/runs/$SCALE/ptb-tied" "$WORK/ptb" --split valid \
+  -o "$WORK/states/$SCALE/ptb-tied-valid"
+capture "$OUT/figure6-grid.json" groc eval "$WORK/runs/$SCALE/reuters-tied" "$WORK/news13" \
+  --states "$WORK/states/$SCALE/reuters-tied-news13" --cache local --cache-size 5000 --grid "$GRID" \
+  --grid-out "$OUT/figure6-grid.parquet" --force
+capture "$OUT/figure7-grid.json" groc eval "$WORK/runs/$SCALE/ptb-tied" "$WORK/ptb" \
+  --states "$WORK/states/$SCALE/ptb-tied-valid" --cache local --cache-size 5000 --grid "$GRID" \
+  --grid-out "$OUT/figure7-grid.parquet" --force
+python - "$OUT" "$SCALE" <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, "recipes/lib")
+from report import Table, load
+from groc_cli import plots
+
+out, scale = Path(sys.argv[1]), sys.argv[2]
+t = Table("figure6", f"Figures 6-7: best local-cache setting of a 5 x 5 grid (SCALE={scale})",
+          ["figure", "data", "model_ppl", "best_theta", "best_cache_weight", "best_lambda_groc_paper", "best_ppl",
+           "paper_best"], {"best_theta": ".2f", "best_cache_weight": ".3f", "best_lambda_groc_paper": ".3f"})
+for fig, data, paper in (("figure6", "WMT news 2013 (union vocabulary), Reuters tied model", "θ 0.5, λ 0.966"),
+                         ("figure7", "PTB valid, PTB tied model", "see Grave et al. 2017c, Fig. 2a")):
+    r = load(out / f"{fig}-grid.json")
+    plots.heatmap(r["grid"], "theta", "cache_weight", "perplexity", out / f"{fig}.png",
+                  title=f"{data}: perplexity by θ and cache weight (window 5,000)")
+    b = r["best"]
+    t.add(figure=fig, data=data, model_ppl=r["model_perplexity"], best_theta=b["theta"], best_cache_weight=b["cache_weight"],
+          best_lambda_groc_paper=1 - b["cache_weight"], best_ppl=b["perplexity"], paper_best=paper)
+t.write(out, notes=["Each grid is one pass over dumped states (groc eval --grid); every cell is in <figure>-grid.parquet.",
+                    "cache_weight is the cache's share; the GroC paper's λ is 1 minus it (Grave et al. 2017c's λ is the share)."])
+PY

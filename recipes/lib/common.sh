@@ -1,0 +1,156 @@
+# Shared by the recipes under recipes/: source it after setting NAME.
+#
+#   DATA=../shared/data   where the corpora are (layout of ../shared/data/README.md)
+#   SCALE=small|paper     small: finishes on a 2-core CPU; paper: the paper's settings, for a GPU
+#   RESULTS=results       results/<NAME>/ gets the table (.md, .parquet), plots and commands.log
+#   WORK=results/work     datasets, lexicons, runs and states, shared between recipes
+#
+# Every stage writes its output atomically (or, for training, resumably), so a re-run skips
+# what is complete and an interrupted recipe continues where it stopped.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+[ -d .venv/bin ] && export PATH="$ROOT/.venv/bin:$PATH"
+DATA=${DATA:-../shared/data}
+SCALE=${SCALE:-small}
+RESULTS=${RESULTS:-results}
+WORK=${WORK:-$RESULTS/work}
+case "$SCALE" in
+  small|paper) ;;
+  *) echo "$NAME: SCALE must be small or paper, not '$SCALE'" >&2; exit 2 ;;
+esac
+[ -d "$DATA" ] || { echo "$NAME: DATA=$DATA is not a directory (see ../shared/data/README.md)" >&2; exit 2; }
+OUT=$RESULTS/$NAME
+mkdir -p "$OUT" "$WORK"
+LOG=$OUT/commands.log
+printf '# %s %s SCALE=%s DATA=%s WORK=%s (groc %s)\n' "$(date -u +%FT%TZ)" "recipes/$NAME.sh" "$SCALE" "$DATA" "$WORK" \
+  "$(groc --version | cut -d' ' -f2)" >> "$LOG"
+
+# The model and budget per scale. small: one configuration for every output layer, bounded by
+# tokens (about 10 minutes for GroC on PTB on 2 CPU cores). paper: appendix B.1 (2 x 1024 LSTM,
+# dropout 0.65, Adam 1e-3, batch 20, BPTT 35, clip 0.1, early stopping) for a GPU.
+if [ "$SCALE" = small ]; then
+  MODEL=(--emb 128 --hidden 256 --dropout 0.3 --seed 1 --log-every 200)
+  BUDGET=(--max-tokens "${TOKENS:-400000}")
+  FT_BUDGET=(--max-epochs 3)
+else
+  MODEL=(--seed 1)
+  BUDGET=(--max-epochs "${EPOCHS:-40}")
+  FT_BUDGET=(--max-epochs 3)
+fi
+
+_logged() {  # print and log a command line
+  { printf '+'; printf ' %q' "$@"; printf '\n'; } | tee -a "$LOG" >&2
+}
+
+# step OUTPUT CMD...: run CMD unless OUTPUT exists (an existing groc output is complete).
+step() {
+  local out=$1; shift
+  if [ -e "$out" ]; then echo "= $out (done)" >&2; return 0; fi
+  _logged "$@"
+  "$@"
+}
+
+# capture OUTPUT CMD...: CMD's stdout (one JSON object) into OUTPUT, atomically; skipped if
+# OUTPUT exists.
+capture() {
+  local out=$1; shift
+  if [ -e "$out" ]; then echo "= $out (done)" >&2; return 0; fi
+  _logged "$@"
+  echo "  > $out" >> "$LOG"
+  local tmp; tmp=$(mktemp "$out.partial.XXXXXX")
+  if "$@" > "$tmp"; then mv "$tmp" "$out"; else local rc=$?; rm -f "$tmp"; return $rc; fi
+}
+
+# train RUN DATASET ARGS...: groc train; an interrupted run is resumed from its last checkpoint.
+train() {
+  local run=$1 dataset=$2; shift 2
+  if [ -f "$run/summary.json" ]; then echo "= $run (trained)" >&2; return 0; fi
+  if [ -d "$run/last" ]; then
+    _logged groc train "$dataset" -o "$run" --resume "$@"
+    groc train "$dataset" -o "$run" --resume "$@"
+  else
+    _logged groc train "$dataset" -o "$run" --force "$@"
+    groc train "$dataset" -o "$run" --force "$@"
+  fi
+}
+
+# finetune RUN DATASET NEW_RUN ARGS...
+finetune() {
+  local run=$1 dataset=$2 new=$3; shift 3
+  if [ -f "$new/summary.json" ]; then echo "= $new (finetuned)" >&2; return 0; fi
+  if [ -d "$new/last" ]; then
+    _logged groc finetune "$run" "$dataset" -o "$new" --resume "$@"
+    groc finetune "$run" "$dataset" -o "$new" --resume "$@"
+  else
+    _logged groc finetune "$run" "$dataset" -o "$new" --force "$@"
+    groc finetune "$run" "$dataset" -o "$new" --force "$@"
+  fi
+}
+
+# Datasets used by several recipes.
+ptb() {
+  step "$WORK/ptb" groc prepare --train "$DATA/ptb/ptb.train.txt" --valid "$DATA/ptb/ptb.valid.txt" \
+    --test "$DATA/ptb/ptb.test.txt" -o "$WORK/ptb"
+  step "$WORK/ptb.lexicon.parquet" groc lexicon --vocab "$WORK/ptb" -o "$WORK/ptb.lexicon.parquet"
+}
+wikitext2() {
+  step "$WORK/wt2" groc prepare --train "$DATA/wikitext-2/wiki.train.tokens" --valid "$DATA/wikitext-2/wiki.valid.tokens" \
+    --test "$DATA/wikitext-2/wiki.test.tokens" -o "$WORK/wt2"
+  step "$WORK/wt2.lexicon.parquet" groc lexicon --vocab "$WORK/wt2" -o "$WORK/wt2.lexicon.parquet"
+}
+
+# report ARGS...: recipes/lib/report.py with this recipe's output directory.
+report() { python "$ROOT/recipes/lib/report.py" "$@"; }
+
+# The cross-domain miniature of ../shared/data/README.md (paper Table 5 in small):
+#   source: Reuters newswire (1987), last part of the training file as validation;
+#   near:   WMT news test sets 2013 and 2014 (test only); news-ft: 2009-2012 for finetuning
+#           (first 100K tokens train, next 20K valid);
+#   far:    web (webtext/), wiki (wikitext-2-raw test), books (Chesterton's three novels), each
+#           split into finetuning train / valid / test.
+# All raw text: Moses tokenization, lowercased, as in the paper (appendix C.2).
+FT_SPLIT=${FT_SPLIT:-100K,20K,rest}  # finetuning train, valid, and (far domains) test
+NEAR_TESTS=(news13:newstest2013.en news14:newstest2014-deen.en)
+FAR_DOMAINS=(web wiki books)
+far_files() {
+  case $1 in
+    web) echo "$DATA"/webtext/*.txt ;;
+    wiki) echo "$DATA/wikitext-2-raw/wiki.test.raw" ;;
+    books) echo "$DATA"/gutenberg/chesterton-*.txt ;;
+  esac
+}
+crossdomain() {
+  local tok=(--tokenize --lower -j 2)
+  step "$WORK/reuters" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest \
+    --test "$DATA/reuters/reuters.test.txt" "${tok[@]}" -o "$WORK/reuters"
+  for pair in "${NEAR_TESTS[@]}"; do
+    step "$WORK/${pair%%:*}" groc prepare --test "$DATA/wmt-newstest/${pair#*:}" "${tok[@]}" -o "$WORK/${pair%%:*}"
+  done
+  if [ ! -e "$WORK/news-ft" ]; then
+    _logged "cat newstest2009-2012 | groc prepare --train - --split $FT_SPLIT ${tok[*]} -o $WORK/news-ft"
+    cat "$DATA"/wmt-newstest/newstest20{09,10,11,12}.en | groc prepare --train - --split "$FT_SPLIT" "${tok[@]}" -o "$WORK/news-ft"
+  fi
+  for d in "${FAR_DOMAINS[@]}"; do
+    if [ ! -e "$WORK/$d" ]; then
+      # shellcheck disable=SC2046
+      _logged "cat $(far_files "$d") | groc prepare --train - --split $FT_SPLIT ${tok[*]} -o $WORK/$d"
+      # shellcheck disable=SC2046
+      cat $(far_files "$d") | groc prepare --train - --split "$FT_SPLIT" "${tok[@]}" -o "$WORK/$d"
+    fi
+  done
+  # One lexicon over every domain's words: GroC composes the new words of each test set from
+  # their WordNet entries too (open vocabulary).
+  local vocabs=()
+  for d in reuters news13 news14 news-ft "${FAR_DOMAINS[@]}"; do vocabs+=(--vocab "$WORK/$d"); done
+  step "$WORK/crossdomain.lexicon.parquet" groc lexicon "${vocabs[@]}" -o "$WORK/crossdomain.lexicon.parquet"
+}
+# Cache settings of the paper (appendix C.4): λ = 0.966 (our --cache-weight 0.034) for the
+# unigram and local caches, θ = 0.5, window 10,000; new-word down-weighting 0.1 before a cache.
+CACHE_UNIGRAM=(--cache unigram --cache-weight 0.034)
+CACHE_LOCAL=(--cache local --cache-weight 0.034 --theta 0.5 --cache-size 10000)
+if [ "$SCALE" = small ]; then
+  CACHE_UNBOUNDED=(--cache unbounded --cache-weight 0.1 --index IVF256,PQ32 --nprobe 8 --knn 1024)
+else
+  CACHE_UNBOUNDED=(--cache unbounded --cache-weight 0.1 --index IVF4096,PQ32 --nprobe 8 --knn 1024)
+fi
