@@ -47,6 +47,7 @@ _logged() {  # print and log a command line
 step() {
   local out=$1; shift
   if [ -e "$out" ]; then echo "= $out (done)" >&2; return 0; fi
+  mkdir -p "$(dirname "$out")"
   _logged "$@"
   "$@"
 }
@@ -56,6 +57,7 @@ step() {
 capture() {
   local out=$1; shift
   if [ -e "$out" ]; then echo "= $out (done)" >&2; return 0; fi
+  mkdir -p "$(dirname "$out")"
   _logged "$@"
   echo "  > $out" >> "$LOG"
   local tmp; tmp=$(mktemp "$out.partial.XXXXXX")
@@ -66,6 +68,7 @@ capture() {
 train() {
   local run=$1 dataset=$2; shift 2
   if [ -f "$run/summary.json" ]; then echo "= $run (trained)" >&2; return 0; fi
+  mkdir -p "$(dirname "$run")"
   if [ -d "$run/last" ]; then
     _logged groc train "$dataset" -o "$run" --resume "$@"
     groc train "$dataset" -o "$run" --resume "$@"
@@ -79,6 +82,7 @@ train() {
 finetune() {
   local run=$1 dataset=$2 new=$3; shift 3
   if [ -f "$new/summary.json" ]; then echo "= $new (finetuned)" >&2; return 0; fi
+  mkdir -p "$(dirname "$new")"
   if [ -d "$new/last" ]; then
     _logged groc finetune "$run" "$dataset" -o "$new" --resume "$@"
     groc finetune "$run" "$dataset" -o "$new" --resume "$@"
