@@ -126,8 +126,8 @@ far_files() {
 }
 crossdomain() {
   local tok=(--tokenize --lower -j 2)
-  step "$WORK/reuters" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest \
-    --test "$DATA/reuters/reuters.test.txt" "${tok[@]}" -o "$WORK/reuters"
+  step "$WORK/reuters" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest "${tok[@]}" \
+    -o "$WORK/reuters"
   for pair in "${NEAR_TESTS[@]}"; do
     step "$WORK/${pair%%:*}" groc prepare --test "$DATA/wmt-newstest/${pair#*:}" "${tok[@]}" -o "$WORK/${pair%%:*}"
   done
