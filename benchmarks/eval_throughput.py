@@ -55,7 +55,8 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=1024, help="one-step model: LSTM units (paper: 1024)")
     ap.add_argument("--cache-size", type=int, default=10_000, help="local cache window (paper: 10,000)")
     ap.add_argument("--theta", type=float, default=0.5)
-    ap.add_argument("--index", default="IVF1024,PQ32", help="unbounded cache index (paper: IVF4096,PQ32 on 10M tokens)")
+    ap.add_argument("--index", default=None, help="unbounded cache index (default IVF1024,PQm with m the largest divisor "
+                    "of the state size up to 32; the paper used IVF4096,PQ32 on 10M tokens)")
     ap.add_argument("--index-train", type=int, default=50_000)
     ap.add_argument("--nprobe", type=int, default=8)
     ap.add_argument("--knn", type=int, default=1024)
@@ -83,6 +84,11 @@ def main() -> None:
             log(f"creating a one-step {args.output} model ({args.emb}/{args.hidden}) for timing")
             groc("train", dataset, "-o", run, "--output", args.output, "--emb", args.emb, "--hidden", args.hidden,
                  "--max-tokens", 700, "--seed", 1)
+        if args.index is None:
+            from groc_cli.training.run import Run
+
+            dim = Run(run).model_config.emb
+            args.index = f"IVF1024,PQ{max(m for m in range(1, 33) if dim % m == 0)}"
         common = dict(split=args.split, device=args.device, chunk=args.chunk)
         index_file = tmp / "trained.index"
         settings = {
