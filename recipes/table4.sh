@@ -8,7 +8,7 @@
 NAME=table4
 source "$(dirname "$0")/lib/common.sh"
 FRACTIONS=${FRACTIONS:-0 0.2 0.4 0.6 0.8 1}
-TRAIN_FRACTIONS=${TRAIN_FRACTIONS:-$FRACTIONS}
+TRAIN_FRACTIONS=${TRAIN_FRACTIONS-$FRACTIONS}   # TRAIN_FRACTIONS="" skips the from-scratch runs
 ptb
 base=$WORK/runs/$SCALE/ptb-groc-d0
 surf=$WORK/runs/$SCALE/ptb-groc-d0-surf

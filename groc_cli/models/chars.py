@@ -120,8 +120,9 @@ class CharEncoder(nn.Module):
 class WindowConvMax(torch.autograd.Function):
     """Convolution over byte windows followed by max-pooling over positions.
 
-    Forward: y[n, p] = sum_k T[bags[n, p, k]] (``embedding_bag``), max over p (``amax``
-    is an order of magnitude faster than ``max(dim)`` with indices on CPU).
+    Forward: y[n, p] = sum_k T[bags[n, p, k]] (``embedding_bag``), max over p: ``amax``
+    without autograd (an order of magnitude faster than ``max(dim)`` with indices on CPU),
+    ``max`` with indices when a backward follows (cheaper than ``amax`` plus a later scan).
     Backward: only the arg-max window of each (word, filter) receives gradient, so the
     table gradient is a scatter of n * filters * width values instead of the dense
     [n * positions, filters] gradient that autograd would build and reduce (ties go to
@@ -133,21 +134,21 @@ class WindowConvMax(torch.autograd.Function):
         y = F.embedding_bag(bags.reshape(n * P, W), table, mode="sum").view(n, P, table.size(1))
         if invalid is not None:
             y = y.masked_fill(invalid[:, :, None], float("-inf"))
-        values = y.amax(dim=1)
-        ctx.save_for_backward(bags, y, values)
         ctx.table_shape = table.shape
+        if not ctx.needs_input_grad[1]:
+            return y.amax(dim=1)
+        # With a backward to come, max with indices (first maximal window, as amax's value)
+        # costs less than amax now plus finding the arg-max later, and keeps an [n, F]
+        # index instead of the [n, P, F] activations.
+        values, position = y.max(dim=1)
+        ctx.save_for_backward(bags, position)
         return values
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        bags, y, values = ctx.saved_tensors
+        bags, position = ctx.saved_tensors
         n, P, W = bags.shape
-        n_filters = values.size(1)
-        # First arg-max position per (word, filter): a reverse scan over positions
-        # (P <= max_word_chars + 1) beats argmax over a [n, P, F] mask on CPU.
-        position = torch.zeros_like(values, dtype=torch.long)
-        for p in range(P - 1, -1, -1):
-            position.masked_fill_(y[:, p] == values, p)
+        n_filters = position.size(1)
         window = (torch.arange(n, device=bags.device)[:, None] * P + position).reshape(-1)
         rows = bags.reshape(n * P, W).index_select(0, window).view(n, n_filters, W)
         target = rows * n_filters + torch.arange(n_filters, device=rows.device)[None, :, None]

@@ -137,10 +137,12 @@ crossdomain() {
   fi
   for d in "${FAR_DOMAINS[@]}"; do
     if [ ! -e "$WORK/$d" ]; then
+      # webtext has a few bytes that are not UTF-8: replaced by U+FFFD rather than stopping.
+      local errors=(); [ "$d" = web ] && errors=(--errors replace)
       # shellcheck disable=SC2046
-      _logged "cat $(far_files "$d") | groc prepare --train - --split $FT_SPLIT ${tok[*]} -o $WORK/$d"
+      _logged "cat $(far_files "$d") | groc prepare --train - --split $FT_SPLIT ${tok[*]} ${errors[*]} -o $WORK/$d"
       # shellcheck disable=SC2046
-      cat $(far_files "$d") | groc prepare --train - --split "$FT_SPLIT" "${tok[@]}" -o "$WORK/$d"
+      cat $(far_files "$d") | groc prepare --train - --split "$FT_SPLIT" "${tok[@]}" ${errors[@]+"${errors[@]}"} -o "$WORK/$d"
     fi
   done
   # One lexicon over every domain's words: GroC composes the new words of each test set from
