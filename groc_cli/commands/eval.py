@@ -63,7 +63,7 @@ def eval_command(
     index_load: Optional[Path] = typer.Option(None, "--index-load", help="unbounded: use a trained index from --index-save "
                                               "instead of training one (e.g. trained on valid states, used on test)."),
     grid: Optional[str] = typer.Option(None, "--grid", help="Score every combination in one pass, e.g. "
-                                       "'cache-weight=0.01,0.05,0.1;theta=0.1,0.3,1'. Names: cache-weight (any cache), theta "
+                                       "'cache-weight=0.05,0.1;theta=0.1,0.5'. Names: cache-weight (any cache), theta "
                                        "(local), knn, kernel, bandwidth-scale (unbounded); the others keep their flag's value."),
     grid_out: Optional[Path] = typer.Option(None, "--grid-out", help="With --grid: write the table (one row per setting, "
                                             "best marked) as Parquet."),

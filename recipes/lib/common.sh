@@ -137,8 +137,9 @@ crossdomain() {
   fi
   for d in "${FAR_DOMAINS[@]}"; do
     if [ ! -e "$WORK/$d" ]; then
-      # webtext has a few bytes that are not UTF-8: replaced by U+FFFD rather than stopping.
-      local errors=(); [ "$d" = web ] && errors=(--errors replace)
+      # webtext and the Gutenberg files have a few bytes that are not UTF-8: replaced by
+      # U+FFFD rather than stopping.
+      local errors=(--errors replace)
       # shellcheck disable=SC2046
       _logged "cat $(far_files "$d") | groc prepare --train - --split $FT_SPLIT ${tok[*]} ${errors[*]} -o $WORK/$d"
       # shellcheck disable=SC2046
