@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# CPU-scale comparison of the seven output layers on PTB with one small configuration and
-# the same token budget (issue: training evidence). Prints one JSON line per kind.
-#   bash benchmarks/kinds_small.sh [TOKENS]      (DATA=../shared/data OUT=runs/kinds-small)
+# CPU-scale comparison of the seven output layers on PTB with one small configuration and the
+# same token budget (paper Table 2 in small): recipes/table2.sh at SCALE=small on PTB, then
+# one JSON line per output layer (validation and test perplexity, |Θ|, tokens, tokens/s).
+#   bash benchmarks/kinds_small.sh        (DATA=../shared/data RESULTS=results TOKENS=400000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d .venv/bin ] && export PATH="$PWD/.venv/bin:$PATH"
-DATA=${DATA:-../shared/data}
-OUT=${OUT:-runs/kinds-small}
-TOKENS=${1:-400000}
-mkdir -p "$OUT"
-[ -f "$OUT/ptb/manifest.json" ] || groc prepare --train "$DATA/ptb/ptb.train.txt" --valid "$DATA/ptb/ptb.valid.txt" --test "$DATA/ptb/ptb.test.txt" -o "$OUT/ptb" --force
-[ -f "$OUT/lexicon.parquet" ] || groc lexicon --vocab "$OUT/ptb" -o "$OUT/lexicon.parquet" --force
-SMALL=(--emb 128 --hidden 256 --dropout 0.3 --max-tokens "$TOKENS" --log-every 1000 --seed 1)
+DATASETS=ptb SCALE=small bash recipes/table2.sh >&2
+WORK=${WORK:-${RESULTS:-results}/work}
 for kind in lookup tied bilinear deep-residual adaptive convolutional groc; do
-  extra=()
-  [ "$kind" = groc ] && extra=(--lexicon "$OUT/lexicon.parquet")
-  groc train "$OUT/ptb" -o "$OUT/$kind" --output "$kind" "${SMALL[@]}" "${extra[@]}" --force --json \
-    | python -c "import json,sys; s=json.load(sys.stdin); f=s['final']; print(json.dumps({'kind': '$kind', 'valid_ppl': round(f['valid_ppl'], 2), 'parameters': s['parameters'], 'tokens': s['tokens'], 'tokens_per_s': round(f['tokens_per_s'])}))"
+  python - "$WORK" "$kind" <<'PY'
+import json, sys
+from pathlib import Path
+work, kind = Path(sys.argv[1]), sys.argv[2]
+s = json.loads((work / "runs" / "small" / f"ptb-{kind}" / "summary.json").read_text())
+e = json.loads((work / "evals" / "small" / f"ptb-{kind}.test.json").read_text())
+print(json.dumps({"kind": kind, "valid_ppl": round(s["best_valid_ppl"], 2), "test_ppl": round(e["perplexity"], 2),
+                  "parameters": s["parameters"], "tokens": s["tokens"], "tokens_per_s": round(s["final"]["tokens_per_s"])}))
+PY
 done

@@ -38,7 +38,7 @@ for fig, data, paper in (("figure6", "WMT news 2013 (union vocabulary), Reuters 
                          ("figure7", "PTB valid, PTB tied model", "see Grave et al. 2017c, Fig. 2a")):
     r = load(out / f"{fig}-grid.json")
     plots.heatmap(r["grid"], "theta", "cache_weight", "perplexity", out / f"{fig}.png",
-                  title=f"{data}: perplexity by θ and cache weight (window 5,000)")
+                  title=f"{data}:\nperplexity by θ and cache weight (window 5,000)")
     b = r["best"]
     t.add(figure=fig, data=data, model_ppl=r["model_perplexity"], best_theta=b["theta"], best_cache_weight=b["cache_weight"],
           best_lambda_groc_paper=1 - b["cache_weight"], best_ppl=b["perplexity"], paper_best=paper)

@@ -90,26 +90,39 @@ class CharEncoder(nn.Module):
             nn.init.constant_(hw.bias[self.out_dim :], -1.0)
 
     def forward(self, chars: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        n, L = chars.shape
+        return self.finish(self.pool(chars, lengths, self.folded_table()))
+
+    def folded_table(self) -> torch.Tensor:
+        """Byte embedding and convolution are both linear, so they fold into one table per
+        window offset, T_k = E W_k ([bytes, filters]; 1.3 MB, cache resident). Computed
+        once per composition and shared by every length bucket."""
         W, V = self.max_width, NUM_SYMBOLS
+        weight = (self.conv_weight * self.conv_mask).view(W, self.char_emb, self.out_dim)
+        emb = self.embedding.weight * self.pad_keep  # PAD embeds to 0 and gets no gradient
+        return torch.matmul(emb.unsqueeze(0), weight).reshape(W * V, self.out_dim)
+
+    def pool(self, chars: torch.Tensor, lengths: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        """Max over windows of the convolution (before bias and tanh), one length bucket."""
+        n, L = chars.shape
+        W = self.max_width
         # Windows start at every byte of the word but the final EOW (a window of EOW and
         # padding only adds a per-filter constant) and overhang the end into PAD bytes,
         # which embed to zero: a word's encoding does not depend on how far its row is
         # padded, i.e. on the batch it is encoded in.
         starts = max(L - 1, 1)
         windows = F.pad(chars, (0, W - 1), value=PAD).unfold(1, W, 1)[:, :starts]  # [n, starts, W]
-        # Byte embedding and convolution are both linear, so fold them into one table
-        # per window offset, T_k = E W_k ([bytes, filters]; 1.3 MB, cache resident).
-        weight = (self.conv_weight * self.conv_mask).view(W, self.char_emb, self.out_dim)
-        emb = self.embedding.weight * self.pad_keep  # PAD embeds to 0 and gets no gradient
-        table = torch.matmul(emb.unsqueeze(0), weight).reshape(W * V, self.out_dim)
         bags = windows + self.offset_shift
         invalid = None
         if n and bool(lengths.min() < L):
             # Rows shorter than the batch's longest: windows starting on padding lose.
             invalid = torch.arange(starts, device=chars.device)[None, :] >= (lengths[:, None] - 1)
+        return WindowConvMax.apply(bags, table, invalid)
+
+    def finish(self, pooled: torch.Tensor) -> torch.Tensor:
+        """Bias, tanh and the highway layers, row-wise: applied once to every bucket's
+        pooled features together (one large matrix product instead of one per bucket)."""
         # tanh after the max-pool: both are monotone, so this equals max(tanh(.)).
-        h = torch.tanh(WindowConvMax.apply(bags, table, invalid) + self.conv_bias)
+        h = torch.tanh(pooled + self.conv_bias)
         for hw in self.highways:
             transform, gate = hw(h).chunk(2, dim=-1)
             gate = torch.sigmoid(gate)
@@ -240,15 +253,19 @@ def encode_strings(
     order = torch.argsort(lens, stable=True)
     sorted_idx, sorted_lens = idx[order], lens[order]
     uniq, counts = torch.unique_consecutive(sorted_lens, return_counts=True)
+    table = encoder.folded_table()
     outs = []
     start = 0
     for L, n in zip(uniq.tolist(), counts.tolist()):
         step = chunk or n
         for s in range(start, start + n, step):
             e = min(s + step, start + n)
-            outs.append(encoder(chars[sorted_idx[s:e], :L], sorted_lens[s:e]))
+            outs.append(encoder.pool(chars[sorted_idx[s:e], :L], sorted_lens[s:e], table))
         start += n
-    out = torch.cat(outs, dim=0)
+    pooled = torch.cat(outs, dim=0)
+    step = chunk or pooled.size(0)
+    parts = [encoder.finish(pooled[s : s + step]) for s in range(0, pooled.size(0), step)]
+    out = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(order.numel(), device=order.device)
     return out[inverse]
