@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
@@ -39,6 +38,7 @@ import faiss
 import numpy as np
 import torch
 
+from ..artifacts import atomic_path
 from .base import check_chunk
 
 KERNELS = ("gaussian", "epanechnikov")
@@ -266,19 +266,10 @@ class UnboundedCache:
             "training": self.train_info,
         }
         path.parent.mkdir(parents=True, exist_ok=True)
-        for target, write in (
-            (path.with_name(path.name + ".json"),
-             lambda tmp: Path(tmp).write_text(json.dumps(meta, indent=2) + "\n")),
-            (path, lambda tmp: faiss.write_index(index, tmp)),
-        ):
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.", suffix=".tmp")
-            os.close(fd)
-            try:
-                write(tmp)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+        with atomic_path(path.with_name(path.name + ".json")) as tmp:
+            tmp.write_text(json.dumps(meta, indent=2) + "\n")
+        with atomic_path(path) as tmp:
+            faiss.write_index(index, str(tmp))
 
     def load_trained(self, path: str | os.PathLike) -> None:
         """Use the trained empty index saved at ``path`` (only while the cache is empty)."""

@@ -33,7 +33,7 @@ from ..console import log, progress
 from ..errors import GrocError
 from ..text.dataset import open_dataset
 from ..training.run import Run, read_vocab
-from .stream import Chunk, load_model, model_chunks
+from .stream import Chunk, load_lexicon, load_model, model_chunks
 from .vocab import VOCAB_MODES, build_eval_vocab
 
 CACHES = ("none", *CACHE_KINDS)
@@ -146,21 +146,12 @@ def validate(s: EvalSettings, kind: str) -> None:
         raise GrocError(f"--vocab {s.vocab!r}: expected one of {', '.join(VOCAB_MODES)}")
     if s.cache not in CACHES:
         raise GrocError(f"--cache {s.cache!r}: expected one of {', '.join(CACHES)}")
-    _check_unit("--cache-weight", s.cache_weight)
     _check_unit("--uniform-weight", s.uniform_weight)
     _check_unit("--downweight-new", s.downweight_new, low_open=True)
-    if s.theta < 0 or not math.isfinite(s.theta):
-        raise GrocError(f"--theta {s.theta}: must be a finite number >= 0")
     if s.cache_size is not None and s.cache_size < 1:
         raise GrocError(f"--cache-size {s.cache_size}: must be >= 1")
-    if s.knn < 1:
-        raise GrocError(f"--knn {s.knn}: must be >= 1")
     if s.nprobe < 1:
         raise GrocError(f"--nprobe {s.nprobe}: must be >= 1")
-    if s.kernel not in KERNELS:
-        raise GrocError(f"--kernel {s.kernel!r}: expected one of {', '.join(KERNELS)}")
-    if not (s.bandwidth_scale > 0 and math.isfinite(s.bandwidth_scale)):
-        raise GrocError(f"--bandwidth-scale {s.bandwidth_scale}: must be > 0")
     if s.index_train is not None and s.index_train < 1:
         raise GrocError(f"--index-train {s.index_train}: must be >= 1")
     if s.checkpoint not in ("best", "last"):
@@ -177,7 +168,7 @@ def validate(s: EvalSettings, kind: str) -> None:
     s.resolved["uniform_weight"] = u
     if s.grid is not None:
         s.resolved["grid"] = parse_grid(s.grid, s.cache)
-    values = grid_settings(s)
+    values = grid_settings(s)  # the single flags, or their --grid lists
     for w in values["cache_weight"]:
         _check_unit("--cache-weight", w)
     for t in values["theta"]:
@@ -198,25 +189,23 @@ def validate(s: EvalSettings, kind: str) -> None:
         raise GrocError("give --index-save or --index-load, not both (a loaded index is already saved)")
     if s.index_load and not Path(s.index_load).is_file():
         raise GrocError(f"--index-load {s.index_load}: no such file; write one with --index-save")
-    if s.lexicon is not None and kind != "groc":
-        raise GrocError(f"--lexicon applies to GroC models only (this run's output layer is {kind})")
 
 
-def check_index_string(factory: str, dim: int) -> bool:
-    """Build the FAISS index once to reject a bad factory string early; return whether it needs training."""
+def check_index_string(factory: str, dim: int):
+    """Build the (empty) FAISS index once to reject a bad factory string early; returned
+    so later checks can inspect it (``is_trained``, IVF list count)."""
     import faiss
 
     from ..caches.unbounded import _faiss_message
 
     try:
-        index = faiss.index_factory(dim, factory, faiss.METRIC_L2)
+        return faiss.index_factory(dim, factory, faiss.METRIC_L2)
     except Exception as err:
         raise GrocError(f"--index {factory!r}: FAISS rejected it for {dim}-dimensional states ({_faiss_message(err)}); "
                         "give a factory string valid for that size, or 'Flat'") from None
-    return not index.is_trained
 
 
-def check_datastore(s: EvalSettings, total: int, needs_training: bool, dim: int) -> None:
+def check_datastore(s: EvalSettings, total: int, index) -> None:
     """Checks that need the stream's length: before any state is computed."""
     if s.cache != "unbounded":
         return
@@ -225,11 +214,10 @@ def check_datastore(s: EvalSettings, total: int, needs_training: bool, dim: int)
     if k > total - 1:
         raise GrocError(f"--knn {k} is larger than the datastore can ever hold: the {s.split} split has {total:,} predictions, "
                         f"so at most {total - 1:,} states precede the last one; choose --knn <= {max(total - 1, 1):,}")
-    if needs_training and not s.index_load:
+    if not index.is_trained and not s.index_load:
         import faiss
 
         n_train = min(s.index_train or DEFAULT_INDEX_TRAIN, total)
-        index = faiss.index_factory(dim, s.index, faiss.METRIC_L2)
         ivf = UNBOUNDED._ivf(index)
         nlist = faiss.downcast_index(ivf).nlist if ivf is not None else 0
         if nlist and n_train < nlist:
@@ -372,15 +360,10 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
         check_destination(Path(grid_out), force, "--grid-out")
     if s.index_save:
         check_destination(Path(s.index_save), force, "--index-save")
-    lexicon = None
-    if s.lexicon is not None:
-        from ..models import Lexicon
-
-        if not Path(s.lexicon).is_file():
-            raise GrocError(f"--lexicon {s.lexicon}: no such file; build one with 'groc lexicon'")
-        lexicon = Lexicon.from_parquet(Path(s.lexicon))
+    lexicon = load_lexicon(s.lexicon, kind)
     dim = run.model_config.emb
-    needs_training = s.cache == "unbounded" and check_index_string(s.index, dim)
+    index = check_index_string(s.index, dim) if s.cache == "unbounded" else None
+    needs_training = index is not None and not index.is_trained
     device = resolve_device(s.device)
     if states is not None:
         states.check(run, dataset, s.split, s.checkpoint)
@@ -388,7 +371,7 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
     compose_inputs = kind == "groc"
     vocab = build_eval_vocab(model_words, dataset, s.split, s.vocab, compose_inputs)
     total = len(vocab.targets) - 1
-    check_datastore(s, total, needs_training, dim)
+    check_datastore(s, total, index)
     cached = CachedStream(s, dim, device, total, needs_training)
 
     if states is None:

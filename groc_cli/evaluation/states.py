@@ -24,12 +24,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..artifacts import atomic_dir, check_destination, provenance, read_json, write_json, write_parquet
+from ..artifacts import atomic_dir, check_destination, provenance, read_json, sha256_file, write_json, write_parquet
 from ..console import log
 from ..errors import GrocError
 from ..text.dataset import Dataset, open_dataset
 from ..training.run import Run, read_vocab
-from .stream import Chunk, load_model, model_chunks
+from .stream import Chunk, load_lexicon, load_model, model_chunks
 from .vocab import VOCAB_MODES, EvalVocab, build_eval_vocab
 
 STATES_FORMAT = "groc-states"
@@ -55,16 +55,7 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
         have = ", ".join(dataset.manifest["splits"]) or "none"
         raise GrocError(f"dataset {dataset.path} has no {split} split (it has: {have}); choose another --split")
     check_destination(Path(out_dir), force)
-    lexicon_table = None
-    if lexicon is not None:
-        from ..artifacts import sha256_file
-        from ..models import Lexicon
-
-        if run.model_config.output != "groc":
-            raise GrocError(f"--lexicon applies to GroC models only (this run's output layer is {run.model_config.output})")
-        if not Path(lexicon).is_file():
-            raise GrocError(f"--lexicon {lexicon}: no such file; build one with 'groc lexicon'")
-        lexicon_table = Lexicon.from_parquet(Path(lexicon))
+    lexicon_table = load_lexicon(lexicon, run.model_config.output)
     from .perplexity import resolve_device
 
     dev = resolve_device(device)

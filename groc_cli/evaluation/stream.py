@@ -10,11 +10,13 @@ at t + 1, so the first token is context only (N - 1 predictions, as ``evaluate_l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import torch
 
+from ..errors import GrocError
 from .vocab import EvalVocab
 
 #: Budget for one [rows, V] float32 block of log-probabilities (logits and
@@ -68,6 +70,20 @@ def model_chunks(model, vocab: EvalVocab, device: torch.device, chunk: int = 256
                     mass[s:e] = torch.logsumexp(lp[:, new_from:].double(), dim=1).exp().cpu().numpy()
             logp[y >= out_size] = -np.inf  # table models give words without a row no mass
             yield Chunk(i, h.cpu().numpy(), y, logp, mass)
+
+
+def load_lexicon(path, kind: str):
+    """The lexicon table at ``path`` for a GroC run (None when no path is given); one-line
+    errors for another output layer or a missing file."""
+    if path is None:
+        return None
+    if kind != "groc":
+        raise GrocError(f"--lexicon applies to GroC models only (this run's output layer is {kind})")
+    if not Path(path).is_file():
+        raise GrocError(f"--lexicon {path}: no such file; build one with 'groc lexicon'")
+    from ..models import Lexicon
+
+    return Lexicon.from_parquet(Path(path))
 
 
 def load_model(run, checkpoint: str, device: torch.device, vocab: EvalVocab, lexicon=None):
