@@ -6,8 +6,7 @@
 #                                        test samples piped through tokenize -> prepare; ~25 min on 2 cores
 NAME=check-open-vocab
 source "$(dirname "$0")/lib/common.sh"
-step "$WORK/reuters" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest \
-  --tokenize --lower -j 2 -o "$WORK/reuters"
+reuters
 SAMPLES=(news14:"$DATA/wmt-newstest/newstest2014-deen.en" wiki:"$DATA/wikitext-2-raw/wiki.test.raw"
          books:"$DATA/gutenberg/chesterton-ball.txt")
 C=$WORK/check

@@ -6,8 +6,7 @@
 #   bash recipes/check-wikitext2-caches.sh          (SCALE=small: table2.sh's wt2-tied run)
 NAME=check-wikitext2-caches
 source "$(dirname "$0")/lib/common.sh"
-wikitext2
-emb=(); [ "$SCALE" = paper ] && emb=(--emb 256)
+dataset wt2
 run=$WORK/runs/$SCALE/wt2-tied
 train "$run" "$WORK/wt2" --output tied "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
 for split in valid test; do

@@ -8,8 +8,7 @@ NAME=figure3
 source "$(dirname "$0")/lib/common.sh"
 BASELINES=${BASELINES:-lookup convolutional tied bilinear deep-residual adaptive}
 for ds in ${DATASETS:-ptb}; do
-  case $ds in ptb) ptb ;; wt2) wikitext2 ;; *) echo "figure3: unknown dataset $ds (ptb, wt2)" >&2; exit 2 ;; esac
-  emb=(); [ "$SCALE" = paper ] && { [ "$ds" = wt2 ] && emb=(--emb 256) || emb=(--emb 300); }
+  dataset "$ds"
   for kind in groc $BASELINES; do
     extra=(); [ "$kind" = groc ] && extra=(--lexicon "$WORK/$ds.lexicon.parquet")
     run=$WORK/runs/$SCALE/$ds-$kind

@@ -9,8 +9,7 @@ NAME=table2
 source "$(dirname "$0")/lib/common.sh"
 KINDS=(lookup convolutional tied bilinear deep-residual adaptive groc)
 for ds in ${DATASETS:-ptb wt2}; do
-  case $ds in ptb) ptb ;; wt2) wikitext2 ;; *) echo "table2: unknown dataset $ds (ptb, wt2)" >&2; exit 2 ;; esac
-  emb=(); [ "$SCALE" = paper ] && { [ "$ds" = wt2 ] && emb=(--emb 256) || emb=(--emb 300); }
+  dataset "$ds"
   for kind in "${KINDS[@]}"; do
     extra=(); [ "$kind" = groc ] && extra=(--lexicon "$WORK/$ds.lexicon.parquet")
     train "$WORK/runs/$SCALE/$ds-$kind" "$WORK/$ds" --output "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}"

@@ -10,8 +10,7 @@ NAME=table3
 source "$(dirname "$0")/lib/common.sh"
 VARIANTS=("groc:" "groc-norel:--no-relations" "groc-nodef:--no-definitions" "groc-surf:--no-relations --no-definitions")
 for ds in ${DATASETS:-ptb}; do
-  case $ds in ptb) ptb ;; wt2) wikitext2 ;; *) echo "table3: unknown dataset $ds (ptb, wt2)" >&2; exit 2 ;; esac
-  emb=(); [ "$SCALE" = paper ] && { [ "$ds" = wt2 ] && emb=(--emb 256) || emb=(--emb 300); }
+  dataset "$ds"
   for depth in 1 0; do
     for v in "${VARIANTS[@]}"; do
       name=${v%%:*}; read -r -a flags <<< "${v#*:}"

@@ -9,10 +9,9 @@ NAME=table4
 source "$(dirname "$0")/lib/common.sh"
 FRACTIONS=${FRACTIONS:-0 0.2 0.4 0.6 0.8 1}
 TRAIN_FRACTIONS=${TRAIN_FRACTIONS-$FRACTIONS}   # TRAIN_FRACTIONS="" skips the from-scratch runs
-ptb
+dataset ptb
 base=$WORK/runs/$SCALE/ptb-groc-d0
 surf=$WORK/runs/$SCALE/ptb-groc-d0-surf
-emb=(); [ "$SCALE" = paper ] && emb=(--emb 300)
 train "$base" "$WORK/ptb" --output groc --lexicon "$WORK/ptb.lexicon.parquet" --out-depth 0 "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
 train "$surf" "$WORK/ptb" --output groc --lexicon "$WORK/ptb.lexicon.parquet" --out-depth 0 --no-relations --no-definitions \
   "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"

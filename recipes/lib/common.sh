@@ -104,6 +104,18 @@ wikitext2() {
   step "$WORK/wt2.lexicon.parquet" groc lexicon --vocab "$WORK/wt2" -o "$WORK/wt2.lexicon.parquet"
 }
 
+# dataset DS: prepare ptb or wt2 (and its lexicon) and set emb to its paper-scale embedding
+# size (appendix B.1: 300 for PTB, 256 for WikiText-2; the small scale keeps MODEL's).
+dataset() {
+  emb=()
+  case $1 in
+    ptb) ptb; [ "$SCALE" = paper ] && emb=(--emb 300) ;;
+    wt2) wikitext2; [ "$SCALE" = paper ] && emb=(--emb 256) ;;
+    *) echo "$NAME: unknown dataset $1 (ptb, wt2)" >&2; exit 2 ;;
+  esac
+  return 0
+}
+
 # report ARGS...: recipes/lib/report.py with this recipe's output directory.
 report() { python "$ROOT/recipes/lib/report.py" "$@"; }
 
@@ -124,10 +136,14 @@ far_files() {
     books) echo "$DATA"/gutenberg/chesterton-*.txt ;;
   esac
 }
+# The source domain: Reuters 1987 newswire, the last ~10% of the training file as validation.
+reuters() {
+  step "$WORK/reuters" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest \
+    --tokenize --lower -j 2 -o "$WORK/reuters"
+}
 crossdomain() {
   local tok=(--tokenize --lower -j 2)
-  step "$WORK/reuters" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest "${tok[@]}" \
-    -o "$WORK/reuters"
+  reuters
   for pair in "${NEAR_TESTS[@]}"; do
     step "$WORK/${pair%%:*}" groc prepare --test "$DATA/wmt-newstest/${pair#*:}" "${tok[@]}" -o "$WORK/${pair%%:*}"
   done

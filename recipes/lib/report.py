@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from groc_cli.artifacts import atomic_path
 
 
 def fail(message: str) -> None:
@@ -47,14 +47,8 @@ def summary(run_dir) -> dict:
 
 def _atomic(final: Path, write) -> None:
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".partial")
-    os.close(fd)
-    try:
+    with atomic_path(final) as tmp:
         write(tmp)
-        os.replace(tmp, final)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def fmt(value, spec: str = ".1f") -> str:
