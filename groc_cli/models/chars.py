@@ -160,13 +160,17 @@ class WindowConvMax(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         bags, position = ctx.saved_tensors
-        n, P, W = bags.shape
+        W = bags.size(2)
+        # One [bytes * width, filters] scatter per window offset k: column f of the table
+        # gets grad[n, f] at the byte that word n's arg-max window holds at offset k.
+        # Indexing by (row, column) needs no flattened [n, filters, width] target.
         n_filters = position.size(1)
-        window = (torch.arange(n, device=bags.device)[:, None] * P + position).reshape(-1)
-        rows = bags.reshape(n * P, W).index_select(0, window).view(n, n_filters, W)
-        target = rows * n_filters + torch.arange(n_filters, device=rows.device)[None, :, None]
-        grad_table = grad.new_zeros(ctx.table_shape[0] * ctx.table_shape[1])
-        grad_table.scatter_add_(0, target.reshape(-1), grad.unsqueeze(-1).expand(n, n_filters, W).reshape(-1))
+        columns = torch.arange(n_filters, device=bags.device)
+        flat_grad = grad.reshape(-1)
+        grad_table = grad.new_zeros(ctx.table_shape[0] * n_filters)
+        for k in range(W):
+            rows = bags[:, :, k].gather(1, position)  # [n, filters]: table row at offset k
+            grad_table.scatter_add_(0, (rows * n_filters + columns).view(-1), flat_grad)
         return None, grad_table.view(ctx.table_shape), None
 
 
