@@ -79,6 +79,13 @@ class CharEncoder(nn.Module):
         self.conv_weight = nn.Parameter(weight * mask)
         self.register_buffer("conv_mask", mask, persistent=False)
         self.register_buffer("filter_widths", widths, persistent=False)
+        # Window offset k only reaches filters wider than k; with widths in non-decreasing
+        # order (the default) those are a suffix of the columns, starting here. The backward
+        # skips the rest, whose table entries the constant mask holds at zero anyway.
+        ordered = bool((widths[1:] >= widths[:-1]).all())
+        self.offset_first_filter = tuple(
+            int((widths <= k).sum()) if ordered else 0 for k in range(self.max_width)
+        )
         self.register_buffer("offset_shift", torch.arange(self.max_width) * NUM_SYMBOLS, persistent=False)
         keep = torch.ones(NUM_SYMBOLS, 1)
         keep[PAD] = 0
@@ -116,7 +123,7 @@ class CharEncoder(nn.Module):
         if n and bool(lengths.min() < L):
             # Rows shorter than the batch's longest: windows starting on padding lose.
             invalid = torch.arange(starts, device=chars.device)[None, :] >= (lengths[:, None] - 1)
-        return WindowConvMax.apply(bags, table, invalid)
+        return WindowConvMax.apply(bags, table, invalid, self.offset_first_filter)
 
     def finish(self, pooled: torch.Tensor) -> torch.Tensor:
         """Bias, tanh and the highway layers, row-wise: applied once to every bucket's
@@ -142,36 +149,50 @@ class WindowConvMax(torch.autograd.Function):
     the first maximal window, as ``max`` does)."""
 
     @staticmethod
-    def forward(ctx, bags: torch.Tensor, table: torch.Tensor, invalid: torch.Tensor | None) -> torch.Tensor:
+    def forward(
+        ctx, bags: torch.Tensor, table: torch.Tensor, invalid: torch.Tensor | None, first_filter: tuple[int, ...] | None = None
+    ) -> torch.Tensor:
         n, P, W = bags.shape
         y = F.embedding_bag(bags.reshape(n * P, W), table, mode="sum").view(n, P, table.size(1))
         if invalid is not None:
             y = y.masked_fill(invalid[:, :, None], float("-inf"))
         ctx.table_shape = table.shape
+        ctx.first_filter = first_filter or (0,) * W
         if not ctx.needs_input_grad[1]:
             return y.amax(dim=1)
-        # With a backward to come, max with indices (first maximal window, as amax's value)
-        # costs less than amax now plus finding the arg-max later, and keeps an [n, F]
-        # index instead of the [n, P, F] activations.
-        values, position = y.max(dim=1)
+        # With a backward to come, the backward needs each (word, filter)'s first maximal
+        # window, and keeps that [n, F] index instead of the [n, P, F] activations.
+        # ``max(dim)`` with indices is slow on CPU (about 6x ``amax``); the same index comes
+        # from ``amax`` over one byte per window: rank P - p where the window attains the
+        # maximum and 0 elsewhere, so the largest rank is the first maximal window (ties
+        # resolved as ``max`` does). Ranks fit a byte for windows up to 255 positions.
+        values = y.amax(dim=1)
+        if P < 256:
+            rank = torch.arange(P, 0, -1, dtype=torch.uint8, device=y.device)[None, :, None]
+            hit = torch.mul(y == values[:, None, :], rank)  # uint8 [n, P, F]
+            # A NaN maximum matches no window (rank 0): clamp keeps the index in range, and
+            # the training loop stops on the non-finite loss.
+            position = (P - hit.amax(dim=1).long()).clamp_(max=P - 1)
+        else:
+            position = y.argmax(dim=1)
         ctx.save_for_backward(bags, position)
         return values
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         bags, position = ctx.saved_tensors
-        W = bags.size(2)
-        # One [bytes * width, filters] scatter per window offset k: column f of the table
-        # gets grad[n, f] at the byte that word n's arg-max window holds at offset k.
-        # Indexing by (row, column) needs no flattened [n, filters, width] target.
-        n_filters = position.size(1)
-        columns = torch.arange(n_filters, device=bags.device)
-        flat_grad = grad.reshape(-1)
-        grad_table = grad.new_zeros(ctx.table_shape[0] * n_filters)
-        for k in range(W):
-            rows = bags[:, :, k].gather(1, position)  # [n, filters]: table row at offset k
-            grad_table.scatter_add_(0, (rows * n_filters + columns).view(-1), flat_grad)
-        return None, grad_table.view(ctx.table_shape), None
+        rows_total, n_filters = ctx.table_shape
+        # One scatter per window offset k into the table, built transposed ([filters,
+        # bytes * width], so a target is row + a per-filter constant: no multiply): filter
+        # f gets grad[n, f] at the byte that word n's arg-max window holds at offset k.
+        # Offset k reaches only filters wider than k (``first_filter``).
+        column_base = torch.arange(n_filters, device=bags.device) * rows_total
+        grad_t = grad.new_zeros(n_filters * rows_total)
+        for k, first in enumerate(ctx.first_filter):
+            pos = position[:, first:]
+            rows = bags[:, :, k].gather(1, pos)  # [n, filters - first]: table row at offset k
+            grad_t.scatter_add_(0, (rows + column_base[first:]).view(-1), grad[:, first:].reshape(-1))
+        return None, grad_t.view(n_filters, rows_total).t(), None, None
 
 
 def csr_rows(offsets: torch.Tensor, indices: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -95,21 +95,22 @@ class GroCOutput(OutputLayer):
         use_rel = self.config.relations and rel_idx.numel() > 0
         use_def = self.config.definitions and def_idx.numel() > 0
         step = chunk or V
+        f = c_all.size(1)
+        # W [c; r; d] + b as W_c c + W_r r + W_d d + b: no [V, 3f] concatenation, and an
+        # encoding that is zero for every word (ablation, empty lexicon) costs nothing.
+        weight = self.project.weight
         out = []
         for s in range(0, V, step):
             e = min(s + step, V)
             c = c_all[s:e] if word_pos is None else c_all[word_pos[s:e]]
-            parts = [c]
-            for use, idx, off in ((use_rel, rel_idx, rel_off), (use_def, def_idx, def_off)):
+            y = F.linear(c, weight[:, :f], self.project.bias)
+            for block, use, idx, off in ((1, use_rel, rel_idx, rel_off), (2, use_def, def_idx, def_off)):
                 if use:
                     sub_off = off[s : e + 1]
                     sub_idx = idx[int(sub_off[0]) : int(sub_off[-1])]
-                    parts.append(
-                        F.embedding_bag(sub_idx, c_all, sub_off - sub_off[0], mode="mean", include_last_offset=True)
-                    )
-                else:
-                    parts.append(c.new_zeros(c.shape))
-            out.append(self.project(torch.cat(parts, dim=-1)))
+                    mean = F.embedding_bag(sub_idx, c_all, sub_off - sub_off[0], mode="mean", include_last_offset=True)
+                    y = torch.addmm(y, mean, weight[:, block * f : (block + 1) * f].t())
+            out.append(y)
         return torch.cat(out, dim=0) if len(out) > 1 else out[0]
 
     def compose(self, grad: bool = True) -> SoftmaxComposed:

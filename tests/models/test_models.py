@@ -313,6 +313,48 @@ def test_window_conv_max_gradient():
     torch.testing.assert_close(WindowConvMax.apply(bags, table, invalid), reference)
 
 
+def test_window_conv_max_gradient_with_ties_matches_max():
+    """Repeated windows tie exactly (a word with a letter twice, for a width-1 filter): the
+    gradient goes to the first maximal window only, as torch's max(dim) routes it."""
+    from groc_cli.models.chars import WindowConvMax
+
+    torch.manual_seed(0)
+    bags = torch.randint(0, 4, (50, 9, 2))  # 4 table rows: most windows repeat within a word
+    invalid = torch.zeros(50, 9, dtype=torch.bool)
+    invalid[::3, 6:] = True
+    table = torch.randint(-2, 3, (4, 6)).double().requires_grad_(True)
+    weights = torch.randn(50, 6, dtype=torch.double)
+    (WindowConvMax.apply(bags, table, invalid) * weights).sum().backward()
+    ours = table.grad.clone()
+    table.grad = None
+    y = torch.nn.functional.embedding_bag(bags.reshape(-1, 2), table, mode="sum").view(50, 9, 6)
+    values = y.masked_fill(invalid[:, :, None], float("-inf")).max(dim=1).values
+    (values * weights).sum().backward()
+    assert bool((y == values[:, None, :]).sum(1).gt(1).any())  # the case under test: ties exist
+    torch.testing.assert_close(ours, table.grad)
+
+
+def test_char_encoder_backward_skips_only_masked_offsets():
+    """The backward scatters offset k only into filters wider than k; every parameter's
+    gradient equals the one from scattering into all filters (the rest are masked)."""
+    from groc_cli.models.chars import CharEncoder, StringTable
+
+    torch.manual_seed(0)
+    encoder = CharEncoder(8, [(1, 4), (2, 4), (3, 6), (5, 6)], 1).double()
+    assert encoder.offset_first_filter == (0, 4, 8, 14, 14)
+    table = StringTable(["cat", "catalogue", "a", "anna", "mississippi", "tattoo"])
+    grads = []
+    for first in (encoder.offset_first_filter, (0,) * encoder.max_width):
+        encoder.offset_first_filter = first
+        encoder.zero_grad()
+        out = torch.cat([encoder(table.chars[i : i + 1, : int(table.lengths[i])], table.lengths[i : i + 1])
+                         for i in range(len(table.strings))])
+        (out * torch.linspace(-1, 1, out.numel(), dtype=torch.double).view_as(out)).sum().backward()
+        grads.append([p.grad.clone() for p in encoder.parameters()])
+    for ours, full in zip(*grads):
+        torch.testing.assert_close(ours, full)
+
+
 def test_char_encoding_independent_of_batch_padding():
     layer = make("groc").output_layer.eval()
     table = layer._chars
