@@ -24,8 +24,12 @@ done
 for f in $TRAIN_FRACTIONS; do
   lex=$WORK/ptb.lexicon.keep$f.parquet
   step "$lex" groc lexicon --vocab "$WORK/ptb" --keep-fraction "$f" --seed 1 -o "$lex"
-  run=$base-keep$f
-  train "$run" "$WORK/ptb" --output groc --lexicon "$lex" --out-depth 0 "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
+  if [ "$(awk -v f="$f" 'BEGIN { print (f == 1) }')" = 1 ]; then
+    run=$base  # keep 1 keeps every entry: the same table as the full lexicon, so the same run
+  else
+    run=$base-keep$f
+    train "$run" "$WORK/ptb" --output groc --lexicon "$lex" --out-depth 0 "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
+  fi
   capture "$WORK/evals/$SCALE/table4-train-$f.json" groc eval "$run" "$WORK/ptb" --split test
 done
 FRACTIONS=$FRACTIONS TRAIN_FRACTIONS=$TRAIN_FRACTIONS python - "$OUT" "$WORK" "$SCALE" <<'PY'

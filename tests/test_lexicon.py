@@ -33,6 +33,7 @@ def test_keep_fraction_is_seeded(wordnet):
     cov = coverage(a, words)
     assert cov["with_definition"] == 3 and len(a) == len(entries)  # half of the six covered words; rows stay
     assert coverage(keep_fraction(entries, 0.0, 1), words)["with_definition"] == 0
+    assert keep_fraction(entries, 1.0, seed=3) == entries  # recipes/table4.sh reuses the full-lexicon run for 1.0
 
 
 def test_cli_on_dataset_vocab(groc, data_dir, tmp_path):
