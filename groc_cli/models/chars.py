@@ -110,20 +110,28 @@ class CharEncoder(nn.Module):
 
     def pool(self, chars: torch.Tensor, lengths: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
         """Max over windows of the convolution (before bias and tanh), one length bucket."""
-        n, L = chars.shape
+        return self.pool_buckets([(chars, lengths)], table)
+
+    def pool_buckets(self, buckets: list[tuple[torch.Tensor, torch.Tensor]], table: torch.Tensor) -> torch.Tensor:
+        """``pool`` for several buckets ((chars [n, L], lengths [n]) each), their rows
+        stacked in order: one autograd node, so the backward fills one table gradient
+        instead of one per bucket and no concatenation is recorded."""
         W = self.max_width
-        # Windows start at every byte of the word but the final EOW (a window of EOW and
-        # padding only adds a per-filter constant) and overhang the end into PAD bytes,
-        # which embed to zero: a word's encoding does not depend on how far its row is
-        # padded, i.e. on the batch it is encoded in.
-        starts = max(L - 1, 1)
-        windows = F.pad(chars, (0, W - 1), value=PAD).unfold(1, W, 1)[:, :starts]  # [n, starts, W]
-        bags = windows + self.offset_shift
-        invalid = None
-        if n and bool(lengths.min() < L):
-            # Rows shorter than the batch's longest: windows starting on padding lose.
-            invalid = torch.arange(starts, device=chars.device)[None, :] >= (lengths[:, None] - 1)
-        return WindowConvMax.apply(bags, table, invalid, self.offset_first_filter)
+        tensors: list[torch.Tensor | None] = []
+        for chars, lengths in buckets:
+            n, L = chars.shape
+            # Windows start at every byte of the word but the final EOW (a window of EOW and
+            # padding only adds a per-filter constant) and overhang the end into PAD bytes,
+            # which embed to zero: a word's encoding does not depend on how far its row is
+            # padded, i.e. on the batch it is encoded in.
+            starts = max(L - 1, 1)
+            windows = F.pad(chars, (0, W - 1), value=PAD).unfold(1, W, 1)[:, :starts]  # [n, starts, W]
+            invalid = None
+            if n and bool(lengths.min() < L):
+                # Rows shorter than the batch's longest: windows starting on padding lose.
+                invalid = torch.arange(starts, device=chars.device)[None, :] >= (lengths[:, None] - 1)
+            tensors += [windows + self.offset_shift, invalid]
+        return WindowConvMax.apply(table, self.offset_first_filter, *tensors)
 
     def finish(self, pooled: torch.Tensor) -> torch.Tensor:
         """Bias, tanh and the highway layers, row-wise: applied once to every bucket's
@@ -138,61 +146,69 @@ class CharEncoder(nn.Module):
 
 
 class WindowConvMax(torch.autograd.Function):
-    """Convolution over byte windows followed by max-pooling over positions.
+    """Convolution over byte windows followed by max-pooling over positions, for one or
+    more length buckets: ``apply(table, first_filter, bags_1, invalid_1, bags_2, ...)``
+    with bags [n_b, P_b, W] (table rows per window offset) and invalid [n_b, P_b] or None;
+    the output stacks the buckets' [n_b, filters] rows.
 
-    Forward: y[n, p] = sum_k T[bags[n, p, k]] (``embedding_bag``), max over p: ``amax``
-    without autograd (an order of magnitude faster than ``max(dim)`` with indices on CPU),
-    ``max`` with indices when a backward follows (cheaper than ``amax`` plus a later scan).
+    Forward: y[n, p] = sum_k T[bags[n, p, k]] (``embedding_bag``), max over p with
+    ``amax`` (``max(dim)`` with indices is several times slower on CPU).
     Backward: only the arg-max window of each (word, filter) receives gradient, so the
     table gradient is a scatter of n * filters * width values instead of the dense
     [n * positions, filters] gradient that autograd would build and reduce (ties go to
     the first maximal window, as ``max`` does)."""
 
     @staticmethod
-    def forward(
-        ctx, bags: torch.Tensor, table: torch.Tensor, invalid: torch.Tensor | None, first_filter: tuple[int, ...] | None = None
-    ) -> torch.Tensor:
-        n, P, W = bags.shape
-        y = F.embedding_bag(bags.reshape(n * P, W), table, mode="sum").view(n, P, table.size(1))
-        if invalid is not None:
-            y = y.masked_fill(invalid[:, :, None], float("-inf"))
+    def forward(ctx, table: torch.Tensor, first_filter: tuple[int, ...] | None, *buckets: torch.Tensor | None) -> torch.Tensor:
         ctx.table_shape = table.shape
-        ctx.first_filter = first_filter or (0,) * W
-        if not ctx.needs_input_grad[1]:
-            return y.amax(dim=1)
-        # With a backward to come, the backward needs each (word, filter)'s first maximal
-        # window, and keeps that [n, F] index instead of the [n, P, F] activations.
-        # ``max(dim)`` with indices is slow on CPU (about 6x ``amax``); the same index comes
-        # from ``amax`` over one byte per window: rank P - p where the window attains the
-        # maximum and 0 elsewhere, so the largest rank is the first maximal window (ties
-        # resolved as ``max`` does). Ranks fit a byte for windows up to 255 positions.
-        values = y.amax(dim=1)
-        if P < 256:
-            rank = torch.arange(P, 0, -1, dtype=torch.uint8, device=y.device)[None, :, None]
-            hit = torch.mul(y == values[:, None, :], rank)  # uint8 [n, P, F]
-            # A NaN maximum matches no window (rank 0): clamp keeps the index in range, and
-            # the training loop stops on the non-finite loss.
-            position = (P - hit.amax(dim=1).long()).clamp_(max=P - 1)
-        else:
-            position = y.argmax(dim=1)
-        ctx.save_for_backward(bags, position)
-        return values
+        needs_grad = ctx.needs_input_grad[0]
+        outs, saved = [], []
+        for bags, invalid in zip(buckets[0::2], buckets[1::2]):
+            n, P, W = bags.shape
+            y = F.embedding_bag(bags.reshape(n * P, W), table, mode="sum").view(n, P, table.size(1))
+            if invalid is not None:
+                y.masked_fill_(invalid[:, :, None], float("-inf"))
+            values = y.amax(dim=1)
+            outs.append(values)
+            if not needs_grad:
+                continue
+            # The backward needs each (word, filter)'s first maximal window: an [n, F] index
+            # kept instead of the [n, P, F] activations. It comes from ``amax`` over one byte
+            # per window: rank P - p where the window attains the maximum and 0 elsewhere,
+            # so the largest rank is the first maximal window (ties resolved as ``max``
+            # does). Ranks fit a byte for windows up to 255 positions.
+            if P < 256:
+                rank = torch.arange(P, 0, -1, dtype=torch.uint8, device=y.device)[None, :, None]
+                hit = torch.mul(y == values[:, None, :], rank)  # uint8 [n, P, F]
+                # A NaN maximum matches no window (rank 0): clamp keeps the index in range,
+                # and the training loop stops on the non-finite loss.
+                position = (P - hit.amax(dim=1).long()).clamp_(max=P - 1)
+            else:
+                position = y.argmax(dim=1)
+            saved += [bags, position]
+        ctx.first_filter = first_filter or (0,) * (buckets[0].size(2) if buckets else 0)
+        ctx.n_bucket_args = len(buckets)
+        ctx.save_for_backward(*saved)
+        return torch.cat(outs) if len(outs) > 1 else outs[0]
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        bags, position = ctx.saved_tensors
+        saved = ctx.saved_tensors
         rows_total, n_filters = ctx.table_shape
-        # One scatter per window offset k into the table, built transposed ([filters,
-        # bytes * width], so a target is row + a per-filter constant: no multiply): filter
-        # f gets grad[n, f] at the byte that word n's arg-max window holds at offset k.
-        # Offset k reaches only filters wider than k (``first_filter``).
-        column_base = torch.arange(n_filters, device=bags.device) * rows_total
+        # One scatter per bucket and window offset k into the table, built transposed
+        # ([filters, bytes * width], so a target is row + a per-filter constant: no
+        # multiply): filter f gets grad[n, f] at the byte that word n's arg-max window holds
+        # at offset k. Offset k reaches only filters wider than k (``first_filter``).
+        column_base = torch.arange(n_filters, device=grad.device) * rows_total
         grad_t = grad.new_zeros(n_filters * rows_total)
-        for k, first in enumerate(ctx.first_filter):
-            pos = position[:, first:]
-            rows = bags[:, :, k].gather(1, pos)  # [n, filters - first]: table row at offset k
-            grad_t.scatter_add_(0, (rows + column_base[first:]).view(-1), grad[:, first:].reshape(-1))
-        return None, grad_t.view(n_filters, rows_total).t(), None, None
+        start = 0
+        for bags, position in zip(saved[0::2], saved[1::2]):
+            g = grad[start : start + bags.size(0)]
+            start += bags.size(0)
+            for k, first in enumerate(ctx.first_filter):
+                rows = bags[:, :, k].gather(1, position[:, first:])  # table row at offset k
+                grad_t.scatter_add_(0, (rows + column_base[first:]).view(-1), g[:, first:].reshape(-1))
+        return (grad_t.view(n_filters, rows_total).t(), None) + (None,) * ctx.n_bucket_args
 
 
 def csr_rows(offsets: torch.Tensor, indices: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -279,15 +295,18 @@ def encode_strings(
     sorted_idx, sorted_lens = idx[order], lens[order]
     uniq, counts = torch.unique_consecutive(sorted_lens, return_counts=True)
     table = encoder.folded_table()
-    outs = []
+    buckets = []
     start = 0
     for L, n in zip(uniq.tolist(), counts.tolist()):
         step = chunk or n
         for s in range(start, start + n, step):
             e = min(s + step, start + n)
-            outs.append(encoder.pool(chars[sorted_idx[s:e], :L], sorted_lens[s:e], table))
+            buckets.append((chars[sorted_idx[s:e], :L], sorted_lens[s:e]))
         start += n
-    pooled = torch.cat(outs, dim=0)
+    if chunk:  # bounded memory: one chunk's windows at a time
+        pooled = torch.cat([encoder.pool_buckets([b], table) for b in buckets], dim=0)
+    else:
+        pooled = encoder.pool_buckets(buckets, table)
     step = chunk or pooled.size(0)
     parts = [encoder.finish(pooled[s : s + step]) for s in range(0, pooled.size(0), step)]
     out = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]

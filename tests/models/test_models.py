@@ -307,10 +307,10 @@ def test_window_conv_max_gradient():
     table = torch.randn(33, 5, dtype=torch.double, requires_grad=True)
     invalid = torch.zeros(7, 6, dtype=torch.bool)
     invalid[0, 3:] = True
-    assert torch.autograd.gradcheck(lambda t: WindowConvMax.apply(bags, t, invalid), (table,))
+    assert torch.autograd.gradcheck(lambda t: WindowConvMax.apply(t, None, bags, invalid), (table,))
     reference = torch.nn.functional.embedding_bag(bags.reshape(-1, 3), table, mode="sum").view(7, 6, 5)
     reference = reference.masked_fill(invalid[:, :, None], float("-inf")).amax(1)
-    torch.testing.assert_close(WindowConvMax.apply(bags, table, invalid), reference)
+    torch.testing.assert_close(WindowConvMax.apply(table, None, bags, invalid), reference)
 
 
 def test_window_conv_max_gradient_with_ties_matches_max():
@@ -324,7 +324,7 @@ def test_window_conv_max_gradient_with_ties_matches_max():
     invalid[::3, 6:] = True
     table = torch.randint(-2, 3, (4, 6)).double().requires_grad_(True)
     weights = torch.randn(50, 6, dtype=torch.double)
-    (WindowConvMax.apply(bags, table, invalid) * weights).sum().backward()
+    (WindowConvMax.apply(table, None, bags, invalid) * weights).sum().backward()
     ours = table.grad.clone()
     table.grad = None
     y = torch.nn.functional.embedding_bag(bags.reshape(-1, 2), table, mode="sum").view(50, 9, 6)
