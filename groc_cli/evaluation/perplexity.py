@@ -34,7 +34,7 @@ from ..errors import GrocError
 from ..text.dataset import open_dataset
 from ..training.run import Run, read_vocab
 from .stream import Chunk, load_lexicon, load_model, model_chunks
-from .vocab import VOCAB_MODES, build_eval_vocab
+from .vocab import VOCAB_MODES, build_eval_vocab, untrained_unk_warning
 
 CACHES = ("none", *CACHE_KINDS)
 KERNELS = ("gaussian", "epanechnikov")
@@ -370,6 +370,9 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
     model_words, model_counts = read_vocab(run.path)
     compose_inputs = kind == "groc"
     vocab = build_eval_vocab(model_words, dataset, s.split, s.vocab, compose_inputs)
+    warning = untrained_unk_warning(model_words, model_counts, vocab, compose_inputs)
+    if warning:
+        log(warning)
     total = len(vocab.targets) - 1
     check_datastore(s, total, index)
     cached = CachedStream(s, dim, device, total, needs_training)

@@ -82,6 +82,25 @@ def test_union_vocabulary_is_finite_for_groc_and_tied(runs):
     assert tied["perplexity"] == pytest.approx(expected, rel=1e-5)
 
 
+def test_table_model_warns_when_unk_inputs_were_never_trained(runs, tmp_path):
+    """Raw text prepared with every training word in the vocabulary has no <unk> to train
+    on: a table model that then reads <unk> for new words is warned about (eval and dump);
+    PTB, whose text has <unk>, and GroC, which composes inputs, are not."""
+    from pathlib import Path
+
+    emma = Path(__file__).resolve().parents[2] / "groc_cli" / "data" / "austen-emma.txt"
+    run_groc("prepare", "--train", emma, "--tokenize", "--lower", "--split", "3000,500", "-o", tmp_path / "emma", check=True)
+    run_groc("train", tmp_path / "emma", "-o", tmp_path / "tied", "--output", "tied", "--max-tokens", "200",
+             "--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", check=True)
+    _, err = eval_cli(tmp_path / "tied", runs / "wiki", "--split", "valid", "--vocab", "union", "--device", "cpu")
+    assert "<unk> never occurred in this model's training data" in err and "--min-count 2" in err
+    dumped = run_groc("dump", tmp_path / "tied", runs / "wiki", "--split", "valid", "-o", tmp_path / "states", check=True)
+    assert "<unk> never occurred" in dumped.stderr.decode()
+    for run in ("tied", "groc"):
+        _, err = eval_cli(runs / run, runs / "wiki", "--split", "valid", "--vocab", "union", "--device", "cpu")
+        assert "never occurred" not in err
+
+
 def test_caches_run_and_weight_zero_is_no_cache(runs):
     def ppl(**kw):
         return evaluate(runs / "tied", runs / "a", EvalSettings(split="valid", device="cpu", **kw))
