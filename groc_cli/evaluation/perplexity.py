@@ -32,9 +32,9 @@ from ..caches import CACHE_KINDS, UnboundedCache as UNBOUNDED, interpolate, make
 from ..console import log, progress
 from ..errors import GrocError
 from ..text.dataset import open_dataset
-from ..training.run import Run, read_vocab
+from ..training.run import Run
 from .stream import Chunk, load_lexicon, load_model, model_chunks
-from .vocab import VOCAB_MODES, build_eval_vocab, untrained_unk_warning
+from .vocab import VOCAB_MODES, run_eval_vocab
 
 CACHES = ("none", *CACHE_KINDS)
 KERNELS = ("gaussian", "epanechnikov")
@@ -367,12 +367,7 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
     device = resolve_device(s.device)
     if states is not None:
         states.check(run, dataset, s.split, s.checkpoint)
-    model_words, model_counts = read_vocab(run.path)
-    compose_inputs = kind == "groc"
-    vocab = build_eval_vocab(model_words, dataset, s.split, s.vocab, compose_inputs)
-    warning = untrained_unk_warning(model_words, model_counts, vocab, compose_inputs)
-    if warning:
-        log(warning)
+    model_words, model_counts, vocab = run_eval_vocab(run, dataset, s.split, s.vocab)
     total = len(vocab.targets) - 1
     check_datastore(s, total, index)
     cached = CachedStream(s, dim, device, total, needs_training)

@@ -28,9 +28,9 @@ from ..artifacts import atomic_dir, check_destination, provenance, read_json, sh
 from ..console import log
 from ..errors import GrocError
 from ..text.dataset import Dataset, open_dataset
-from ..training.run import Run, read_vocab
+from ..training.run import Run
 from .stream import Chunk, load_lexicon, load_model, model_chunks
-from .vocab import VOCAB_MODES, EvalVocab, build_eval_vocab, untrained_unk_warning
+from .vocab import VOCAB_MODES, EvalVocab, run_eval_vocab
 
 STATES_FORMAT = "groc-states"
 STATES_FORMAT_VERSION = 1
@@ -59,12 +59,8 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
     from .perplexity import resolve_device
 
     dev = resolve_device(device)
-    model_words, model_counts = read_vocab(run.path)
+    _, _, vocab = run_eval_vocab(run, dataset, split, vocab_mode)
     kind = run.model_config.output
-    vocab = build_eval_vocab(model_words, dataset, split, vocab_mode, kind == "groc")
-    warning = untrained_unk_warning(model_words, model_counts, vocab, kind == "groc")
-    if warning:
-        log(warning)
     n, dim = len(vocab.targets) - 1, run.model_config.emb
     if vocab.size > np.iinfo(np.uint32).max:
         raise GrocError(f"an evaluation vocabulary of {vocab.size} words does not fit uint32 target ids")

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..console import log
 from ..errors import GrocError
 from ..text.dataset import UNK, Dataset
+from ..training.run import read_vocab
 
 VOCAB_MODES = ("model", "union")
 
@@ -81,3 +83,15 @@ def untrained_unk_warning(model_words: list[str], model_counts: list[int], vocab
             f"but {inputs:,} of the {total:,} inputs here ({100 * inputs / total:.1f}%) are outside the model's vocabulary "
             f"and are read as <unk>; perplexities may be far worse than the model's own. A vocabulary that maps rare "
             f"training words to <unk> (groc prepare --min-count 2) trains that row.")
+
+
+def run_eval_vocab(run, dataset: Dataset, split: str, mode: str) -> tuple[list[str], list[int], EvalVocab]:
+    """The run's vocabulary (words, training counts) and the evaluation vocabulary of
+    ``split``, for ``eval`` and ``dump`` alike; logs ``untrained_unk_warning`` if it applies."""
+    model_words, model_counts = read_vocab(run.path)
+    compose_inputs = run.model_config.output == "groc"
+    vocab = build_eval_vocab(model_words, dataset, split, mode, compose_inputs)
+    warning = untrained_unk_warning(model_words, model_counts, vocab, compose_inputs)
+    if warning:
+        log(warning)
+    return model_words, model_counts, vocab
