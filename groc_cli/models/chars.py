@@ -187,7 +187,6 @@ class WindowConvMax(torch.autograd.Function):
                 position = y.argmax(dim=1)
             saved += [bags, position]
         ctx.first_filter = first_filter or (0,) * (buckets[0].size(2) if buckets else 0)
-        ctx.n_bucket_args = len(buckets)
         ctx.save_for_backward(*saved)
         return torch.cat(outs) if len(outs) > 1 else outs[0]
 
@@ -208,7 +207,8 @@ class WindowConvMax(torch.autograd.Function):
             for k, first in enumerate(ctx.first_filter):
                 rows = bags[:, :, k].gather(1, position[:, first:])  # table row at offset k
                 grad_t.scatter_add_(0, (rows + column_base[first:]).view(-1), g[:, first:].reshape(-1))
-        return (grad_t.view(n_filters, rows_total).t(), None) + (None,) * ctx.n_bucket_args
+        # No gradient for first_filter and the bucket tensors (every input after the table).
+        return (grad_t.view(n_filters, rows_total).t(),) + (None,) * (len(ctx.needs_input_grad) - 1)
 
 
 def csr_rows(offsets: torch.Tensor, indices: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
