@@ -13,9 +13,10 @@ C=$WORK/check
 mkdir -p "$C"
 for pair in "${SAMPLES[@]}"; do
   d=${pair%%:*}; file=${pair#*:}
-  if [ ! -e "$C/$d" ]; then
+  if _begin "$C/$d"; then
     _logged "head -n ${LINES:-900} $file | groc tokenize --lower | groc prepare --test - -o $C/$d"
     head -n "${LINES:-900}" "$file" | groc tokenize --lower | groc prepare --test - -o "$C/$d"
+    _end
   fi
 done
 step "$C/lexicon.parquet" groc lexicon --vocab "$WORK/reuters" --vocab "$C/news14" --vocab "$C/wiki" --vocab "$C/books" \

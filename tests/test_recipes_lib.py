@@ -67,3 +67,47 @@ def test_report_writes_markdown_and_parquet_and_refuses_missing_outputs(tmp_path
     r = subprocess.run([sys.executable, "-c", code, str(REPO / "recipes" / "lib"), str(tmp_path / "missing.json")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "missing" in r.stderr and "no table is written" in r.stderr
+
+
+def test_two_recipes_reaching_one_stage_run_it_once(tmp_path):
+    """table2.sh and table3.sh share runs: the second waits for the first's stage, then skips it."""
+    out = tmp_path / "results" / "work" / "stage"
+    started, go, ran_twice = tmp_path / "started", tmp_path / "go", tmp_path / "second-ran"
+    env = {**os.environ, "RESULTS": str(tmp_path / "results"), "DATA": str(tmp_path)}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+
+    def recipe(name, script):
+        return subprocess.Popen(["bash", "-c", f"NAME={name}; source {REPO}/recipes/lib/common.sh; {script}"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    first = recipe("first", f"step {out} bash -c 'touch {started}; until [ -e {go} ]; do sleep 0.05; done; touch {out}'")
+    try:
+        while not started.exists():
+            assert first.poll() is None, first.stderr.read()
+        second = recipe("second", f"step {out} touch {ran_twice}; echo next")
+        waiting = second.stderr.readline()  # blocks until the second reaches the held stage
+        go.touch()
+        rest = second.communicate(timeout=60)
+        assert first.wait(timeout=60) == 0
+    finally:
+        go.touch()
+    assert "second: waiting for another process that is making" in waiting
+    assert second.returncode == 0 and f"= {out} (done)" in rest[1] and "next" in rest[0]
+    assert out.exists() and not ran_twice.exists()
+    # a lock left by a finished (or killed) process does not hold anyone up
+    r = bash(f"step {tmp_path / 'other'} touch {tmp_path / 'other'}", tmp_path)
+    assert r.returncode == 0 and "waiting" not in r.stderr and (tmp_path / "other").exists()
+
+
+def test_train_and_finetune_resume_an_interrupted_run_and_skip_a_finished_one(tmp_path):
+    # a stand-in for groc that records its arguments and "finishes" a run by writing summary.json
+    fake = ('groc() { echo "$*" >> ' + str(tmp_path / "calls") + '; local o; while [ $# -gt 0 ]; do '
+            '[ "$1" = -o ] && o=$2; shift; done; mkdir -p "$o" && echo {} > "$o/summary.json"; }; ')
+    run, new = tmp_path / "r", tmp_path / "f"
+    (new / "last").mkdir(parents=True)  # an interrupted finetuning
+    r = bash(fake + f"train {run} data --output tied; train {run} data --output tied; "
+                    f"finetune {run} ft {new} --max-epochs 3", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "calls").read_text().splitlines() == [f"train data --output tied -o {run} --force",
+                                                            f"finetune {run} ft --max-epochs 3 -o {new} --resume"]
+    assert f"= {run}/summary.json (trained)" in r.stderr

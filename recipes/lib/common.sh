@@ -43,54 +43,61 @@ _logged() {  # print and log a command line
   { printf '+'; printf ' %q' "$@"; printf '\n'; } | tee -a "$LOG" >&2
 }
 
+# _begin OUTPUT [WORD]: status 1 (and a "= OUTPUT (done)" line) if OUTPUT exists; otherwise
+# status 0, holding OUTPUT's lock until _end. Two recipes that reach the same stage at once
+# (table2.sh and table3.sh share runs) never run it twice: the second waits for the first,
+# then finds the output there. Locks live in $WORK/.locks and are released when a stage ends
+# or its process dies; a lock file left there is inert.
+_begin() {
+  local out=$1 word=${2:-done}
+  if [ -e "$out" ]; then echo "= $out ($word)" >&2; return 1; fi
+  mkdir -p "$WORK/.locks"
+  exec 9> "$WORK/.locks/$(realpath -m "$out" | md5sum | cut -c1-16).lock"
+  if ! flock -n 9; then
+    echo "$NAME: waiting for another process that is making $out" >&2
+    flock 9
+  fi
+  if [ -e "$out" ]; then exec 9>&-; echo "= $out ($word)" >&2; return 1; fi
+  mkdir -p "$(dirname "$out")"
+}
+_end() { exec 9>&-; }
+
 # step OUTPUT CMD...: run CMD unless OUTPUT exists (an existing groc output is complete).
 step() {
   local out=$1; shift
-  if [ -e "$out" ]; then echo "= $out (done)" >&2; return 0; fi
-  mkdir -p "$(dirname "$out")"
+  _begin "$out" || return 0
   _logged "$@"
   "$@"
+  _end
 }
 
 # capture OUTPUT CMD...: CMD's stdout (one JSON object) into OUTPUT, atomically; skipped if
 # OUTPUT exists.
 capture() {
   local out=$1; shift
-  if [ -e "$out" ]; then echo "= $out (done)" >&2; return 0; fi
-  mkdir -p "$(dirname "$out")"
+  _begin "$out" || return 0
   _logged "$@"
   echo "  > $out" >> "$LOG"
   local tmp; tmp=$(mktemp "$out.partial.XXXXXX")
   if "$@" > "$tmp"; then mv "$tmp" "$out"; else local rc=$?; rm -f "$tmp"; return $rc; fi
+  _end
 }
 
-# train RUN DATASET ARGS...: groc train; an interrupted run is resumed from its last checkpoint.
-train() {
-  local run=$1 dataset=$2; shift 2
-  if [ -f "$run/summary.json" ]; then echo "= $run (trained)" >&2; return 0; fi
-  mkdir -p "$(dirname "$run")"
-  if [ -d "$run/last" ]; then
-    _logged groc train "$dataset" -o "$run" --resume "$@"
-    groc train "$dataset" -o "$run" --resume "$@"
-  else
-    _logged groc train "$dataset" -o "$run" --force "$@"
-    groc train "$dataset" -o "$run" --force "$@"
-  fi
+# _resumable VERB RUN ARGS...: groc VERB ARGS -o RUN, resumed from RUN's last checkpoint if
+# an earlier attempt was interrupted; skipped once RUN has its summary.json.
+_resumable() {
+  local verb=$1 run=$2; shift 2
+  _begin "$run/summary.json" "${verb%e}ed" || return 0
+  local mode=--force; [ -d "$run/last" ] && mode=--resume
+  _logged groc "$verb" "$@" -o "$run" "$mode"
+  groc "$verb" "$@" -o "$run" "$mode"
+  _end
 }
+# train RUN DATASET ARGS...: groc train DATASET ARGS into RUN (resumed if interrupted).
+train() { local run=$1; shift; _resumable train "$run" "$@"; }
 
-# finetune RUN DATASET NEW_RUN ARGS...
-finetune() {
-  local run=$1 dataset=$2 new=$3; shift 3
-  if [ -f "$new/summary.json" ]; then echo "= $new (finetuned)" >&2; return 0; fi
-  mkdir -p "$(dirname "$new")"
-  if [ -d "$new/last" ]; then
-    _logged groc finetune "$run" "$dataset" -o "$new" --resume "$@"
-    groc finetune "$run" "$dataset" -o "$new" --resume "$@"
-  else
-    _logged groc finetune "$run" "$dataset" -o "$new" --force "$@"
-    groc finetune "$run" "$dataset" -o "$new" --force "$@"
-  fi
-}
+# finetune RUN DATASET NEW_RUN ARGS...: groc finetune RUN DATASET ARGS into NEW_RUN.
+finetune() { local run=$1 dataset=$2 new=$3; shift 3; _resumable finetune "$new" "$run" "$dataset" "$@"; }
 
 # Datasets used by several recipes.
 ptb() {
@@ -149,12 +156,13 @@ crossdomain() {
   for pair in "${NEAR_TESTS[@]}"; do
     step "$WORK/${pair%%:*}" groc prepare --test "$DATA/wmt-newstest/${pair#*:}" "${tok[@]}" -o "$WORK/${pair%%:*}"
   done
-  if [ ! -e "$WORK/news-ft" ]; then
+  if _begin "$WORK/news-ft"; then
     _logged "cat newstest2009-2012 | groc prepare --train - --split $FT_SPLIT ${tok[*]} -o $WORK/news-ft"
     cat "$DATA"/wmt-newstest/newstest20{09,10,11,12}.en | groc prepare --train - --split "$FT_SPLIT" "${tok[@]}" -o "$WORK/news-ft"
+    _end
   fi
   for d in "${FAR_DOMAINS[@]}"; do
-    if [ ! -e "$WORK/$d" ]; then
+    if _begin "$WORK/$d"; then
       # webtext and the Gutenberg files have a few bytes that are not UTF-8: replaced by
       # U+FFFD rather than stopping.
       local errors=(--errors replace)
@@ -162,6 +170,7 @@ crossdomain() {
       _logged "cat $(far_files "$d") | groc prepare --train - --split $FT_SPLIT ${tok[*]} ${errors[*]} -o $WORK/$d"
       # shellcheck disable=SC2046
       cat $(far_files "$d") | groc prepare --train - --split "$FT_SPLIT" "${tok[@]}" ${errors[@]+"${errors[@]}"} -o "$WORK/$d"
+      _end
     fi
   done
   # One lexicon over every domain's words: GroC composes the new words of each test set from
