@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The main job on the embedded sample (three public-domain novels shipped in groc_cli/data):
 #   bash recipes/quickstart.sh          # writes quickstart/ and prints one table; ~5-10 min on 2 CPU cores
-# 1. prepares an in-domain dataset (Austen's Emma: train/valid), a near-domain test set (the
+# 1. prepares an in-domain dataset (Austen's Emma: train/valid; words seen once become <unk>,
+#    so that the tied model learns an input for the words it has never seen), a near-domain test set (the
 #    start of Austen's Persuasion) and a far-domain one (the start of Chesterton's The Man Who
 #    Was Thursday), the last two by piping tokenize into prepare;
 # 2. builds the WordNet lexicon for every word of the three;
 # 3. trains a small tied model and a small GroC model on Emma (one epoch, 170K tokens);
 # 4. evaluates both on each domain with an open vocabulary (model vocabulary + the test words),
 #    without a cache and with the local and unbounded caches, from one dump of states each.
-# Re-running skips what is done (delete quickstart/ to start over). SIZE=tiny makes it faster.
+# Re-running skips what is done (delete quickstart/ to start over). OUT=DIR writes elsewhere;
+# LINES=N tests on the first N lines of each other-domain novel (default 2500).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d .venv/bin ] && export PATH="$PWD/.venv/bin:$PATH"
@@ -20,7 +22,8 @@ run() { echo "+ $*" >&2; "$@"; }
 step() { local out=$1; shift; [ -e "$out" ] && { echo "= $out (done)" >&2; return 0; }; mkdir -p "$(dirname "$out")"; run "$@"; }
 started=$SECONDS
 
-step "$OUT/emma" groc prepare --train "$SAMPLE/austen-emma.txt" --tokenize --lower -j 2 --split 170K,rest -o "$OUT/emma"
+step "$OUT/emma" groc prepare --train "$SAMPLE/austen-emma.txt" --tokenize --lower -j 2 --split 170K,rest --min-count 2 \
+  -o "$OUT/emma"
 for pair in near:austen-persuasion far:chesterton-thursday; do
   d=${pair%%:*}
   if [ ! -e "$OUT/$d" ]; then
