@@ -17,7 +17,7 @@ from ..console import log
 from ..errors import GrocError
 from ..models import Lexicon, ModelConfig, build_model
 from ..text.dataset import open_dataset
-from .data import batchify, model_ids
+from .data import batchify, model_ids, token_counts
 from .loop import TrainConfig, Trainer
 from .run import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, write_vocab
 from .seed import seed_everything
@@ -118,9 +118,9 @@ def train_new(dataset_dir: Path, run_dir: Path, model_config: ModelConfig, train
     else:
         _check_new_run_dir(run_dir, force, rank)
     vocab = dataset.vocab
-    counts = [int(c) for c in dataset.counts["train"][: dataset.vocab_size]]
     lexicon = check_lexicon(lexicon_path, vocab, model_config.output == "groc")
     train = model_ids(vocab, dataset, "train")
+    counts = token_counts(train, len(vocab))
     valid = model_ids(vocab, dataset, "valid") if dataset.has_split("valid") else None
     if valid is None:
         log("warning: the dataset has no valid split; the schedule and best checkpoint follow the training loss")
@@ -171,13 +171,12 @@ def finetune(run_src: Path, dataset_dir: Path, run_dir: Path, train_config: Trai
     old = set(old_words)
     new_words = [w for w in dataset.vocab if w not in old]
     words = old_words + new_words
-    new_counts = dict(zip(dataset.vocab, (int(c) for c in dataset.counts["train"][: dataset.vocab_size])))
-    counts = [new_counts.get(w, 0) for w in words]
+    train = model_ids(words, dataset, "train")
+    counts = token_counts(train, len(words))
     model.set_vocab(words, counts, generator=torch.Generator().manual_seed(train_config.seed))
     model = model.to(device)
     log(f"finetuning {run_src} on {dataset_dir}: vocabulary {len(old_words):,} + {len(new_words):,} new = {len(words):,}")
     n_params = _param_report(model)
-    train = model_ids(words, dataset, "train")
     valid = model_ids(words, dataset, "valid") if dataset.has_split("valid") else None
     config = {**source.config, "stage": "finetune", "train": asdict(train_config),
               "dataset": {"path": str(dataset_dir), "checksum": dataset.checksum, "vocab_size": dataset.vocab_size},

@@ -23,6 +23,12 @@ def model_ids(model_vocab: list[str], dataset: Dataset, split: str) -> torch.Ten
     return torch.from_numpy(id_map(model_vocab, dataset)[dataset.ids(split).astype(np.int64)])
 
 
+def token_counts(ids: torch.Tensor, vocab_size: int) -> list[int]:
+    """Training occurrences of each model word as the model reads them: <unk> counts every
+    token outside the vocabulary (the dataset's own count_train only counts a literal <unk>)."""
+    return torch.bincount(ids, minlength=vocab_size).tolist()
+
+
 def batchify(ids: torch.Tensor, batch_size: int, rank: int = 0, world: int = 1) -> torch.Tensor:
     """[N] -> [N // (B * world), B]: B parallel streams per process (this rank's share)."""
     streams = batch_size * world

@@ -99,6 +99,17 @@ def test_table_model_warns_when_unk_inputs_were_never_trained(runs, tmp_path):
     for run in ("tied", "groc"):
         _, err = eval_cli(runs / run, runs / "wiki", "--split", "valid", "--vocab", "union", "--device", "cpu")
         assert "never occurred" not in err
+    # The advice works: with --min-count 2 the words seen once are read as <unk> in training,
+    # the run counts them, and the warning is gone.
+    run_groc("prepare", "--train", emma, "--tokenize", "--lower", "--split", "3000,500", "--min-count", "2",
+             "-o", tmp_path / "emma2", check=True)
+    run_groc("train", tmp_path / "emma2", "-o", tmp_path / "tied2", "--output", "tied", "--max-tokens", "200",
+             "--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", check=True)
+    oov = json.loads((tmp_path / "emma2" / "manifest.json").read_text())["splits"]["train"]["oov_tokens"]
+    words, counts = pq.read_table(tmp_path / "tied2" / "vocab.parquet").to_pydict().values()
+    assert oov > 0 and counts[words.index(UNK)] == oov
+    _, err = eval_cli(tmp_path / "tied2", runs / "wiki", "--split", "valid", "--vocab", "union", "--device", "cpu")
+    assert "never occurred" not in err
 
 
 def test_caches_run_and_weight_zero_is_no_cache(runs):
