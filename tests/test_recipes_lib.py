@@ -13,12 +13,17 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 
 
-def bash(script: str, tmp_path: Path, **env):
+def recipe_env(tmp_path: Path, **env) -> dict:
+    """A recipe's environment: results under tmp_path, this interpreter's groc first on PATH."""
     full = {**os.environ, "RESULTS": str(tmp_path / "results"), "DATA": str(tmp_path), "PATH": os.environ["PATH"],
             "PYTHON": sys.executable, **env}
     full["PATH"] = f"{Path(sys.executable).parent}:{full['PATH']}"
+    return full
+
+
+def bash(script: str, tmp_path: Path, **env):
     return subprocess.run(["bash", "-c", f"NAME=t; source {REPO}/recipes/lib/common.sh; {script}"],
-                          capture_output=True, text=True, env=full)
+                          capture_output=True, text=True, env=recipe_env(tmp_path, **env))
 
 
 def test_step_and_capture_skip_done_work_and_keep_failures_out(tmp_path):
@@ -73,8 +78,7 @@ def test_two_recipes_reaching_one_stage_run_it_once(tmp_path):
     """table2.sh and table3.sh share runs: the second waits for the first's stage, then skips it."""
     out = tmp_path / "results" / "work" / "stage"
     started, go, ran_twice = tmp_path / "started", tmp_path / "go", tmp_path / "second-ran"
-    env = {**os.environ, "RESULTS": str(tmp_path / "results"), "DATA": str(tmp_path)}
-    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    env = recipe_env(tmp_path)
 
     def recipe(name, script):
         return subprocess.Popen(["bash", "-c", f"NAME={name}; source {REPO}/recipes/lib/common.sh; {script}"],
