@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, save_file
 
 from ..artifacts import atomic_dir, atomic_path, provenance, read_json, sha256_file, write_parquet
 from ..errors import GrocError
@@ -40,10 +40,25 @@ def read_vocab(run_dir: Path) -> tuple[list[str], list[int]]:
     return table.column("word").to_pylist(), table.column("count").to_pylist()
 
 
+def _alias_groups(model: torch.nn.Module) -> list[list[str]]:
+    """State-dict names grouped by the tensor they name: a tied embedding appears under two
+    names but is one tensor. Only exact aliases (same data, shape and strides) are grouped:
+    cuDNN packs an LSTM's weights into one flat buffer on CUDA, and those views are
+    distinct tensors that merely share storage."""
+    groups: dict[tuple, list[str]] = {}
+    for name, t in model.state_dict(keep_vars=True).items():
+        groups.setdefault((t.device, t.data_ptr(), t.dtype, tuple(t.shape), t.stride()), []).append(name)
+    return list(groups.values())
+
+
 def save_weights(model: torch.nn.Module, directory: Path, extra: dict[str, object] | None = None) -> None:
-    """Write `directory`/model.safetensors (and trainer.pt when `extra` is given) atomically as a unit."""
+    """Write `directory`/model.safetensors (and trainer.pt when `extra` is given) atomically as a unit.
+    Each tensor is stored once, under the first of its names (a tied embedding once)."""
+    model = _unwrap(model)
+    state = model.state_dict()
+    tensors = {names[0]: state[names[0]].detach().to("cpu").contiguous() for names in _alias_groups(model)}
     with atomic_dir(directory) as tmp:
-        save_model(_unwrap(model), str(tmp / "model.safetensors"))
+        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if extra is not None:
             torch.save(extra, tmp / "trainer.pt")
 
@@ -52,9 +67,20 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
     path = directory / "model.safetensors"
     if not path.exists():
         raise GrocError(f"{path} not found: the run has no such checkpoint yet")
-    missing, unexpected = load_model(_unwrap(model), str(path), strict=False)
+    model = _unwrap(model)
+    stored = load_file(str(path))
+    state, missing = {}, []
+    for names in _alias_groups(model):
+        # Any one name of an alias group may be stored (older runs kept another name).
+        found = next((n for n in names if n in stored), None)
+        if found is None:
+            missing += names
+        else:
+            state.update({n: stored[found] for n in names})
+    unexpected = sorted(set(stored) - set(state))
     if missing or unexpected:
         raise GrocError(f"{path} does not match the model in config.json (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    model.load_state_dict(state, strict=True)
 
 
 def load_trainer_state(directory: Path) -> dict:
