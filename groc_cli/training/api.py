@@ -57,11 +57,15 @@ def init_distributed(device: torch.device) -> tuple[int, int, torch.device]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return 0, 1, device
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.type == "cuda" and local >= torch.cuda.device_count():
+        raise GrocError(
+            f"torchrun started process {local} on this node but only {torch.cuda.device_count()} CUDA device(s) are "
+            "visible: use --nproc_per_node at most that many, or --device cpu for CPU processes (gloo)")
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     rank = dist.get_rank()
     if device.type == "cuda":
-        local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
     return rank, world, device

@@ -111,10 +111,11 @@ def _metrics(run):
 
 
 def test_resume_after_kill_matches_uninterrupted_run(tiny, tmp_path):
-    # Bitwise equality needs the same summation order: one thread in every run.
+    # Bitwise equality needs the same summation order: one thread in every run, on the CPU
+    # (CUDA's atomic-add kernels sum in no fixed order, so on a GPU it holds only to rounding).
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     args = ["--output", "groc", "--lexicon", tiny / "lex.parquet", "--update-prob", "0.5", "--max-epochs", "2",
-            "--checkpoint-every", "3", *TINY]
+            "--checkpoint-every", "3", "--device", "cpu", *TINY]
     full = tmp_path / "full"
     run_groc("train", tiny / "a", "-o", full, *args, check=True, env=env)
 
@@ -160,8 +161,9 @@ def test_finetune_unions_vocabularies(tiny, tmp_path):
 
 
 def test_two_process_data_parallel_matches_one_process(tiny, tmp_path):
+    # Two CPU processes (gloo), also on a machine with one GPU, which cannot host two NCCL ranks.
     common = ["--emb", "16", "--hidden", "24", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3",
-              "--dropout", "0", "--max-epochs", "1"]
+              "--dropout", "0", "--max-epochs", "1", "--device", "cpu"]
     single = tmp_path / "single"
     run_groc("train", tiny / "a", "-o", single, "--batch-size", "8", *common, check=True)
     ddp = tmp_path / "ddp"
@@ -174,3 +176,46 @@ def test_two_process_data_parallel_matches_one_process(tiny, tmp_path):
     one, two = pq.read_table(single / "metrics.parquet").to_pylist(), pq.read_table(ddp / "metrics.parquet").to_pylist()
     assert one[0]["tokens"] == two[0]["tokens"]
     assert two[0]["valid_loss"] == pytest.approx(one[0]["valid_loss"], rel=1e-4)
+
+
+def test_more_processes_than_gpus_is_a_one_line_error_before_any_work(monkeypatch):
+    """torchrun --nproc_per_node 2 on a one-GPU machine: the second process says why at once
+    instead of failing inside NCCL."""
+    from groc_cli.errors import GrocError
+    from groc_cli.training import api
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(api.dist, "init_process_group", lambda **kw: pytest.fail("process group started"))
+    with pytest.raises(GrocError, match="only 1 CUDA device"):
+        api.init_distributed(torch.device("cuda"))
+
+
+def test_weights_in_one_flat_buffer_save_and_load(tmp_path):
+    """On CUDA, cuDNN packs an LSTM's weights into one flat buffer: the checkpoint must store
+    those views as separate tensors (safetensors' save_model refused them), and runs saved by
+    earlier versions (save_model's format) must still load."""
+    from safetensors.torch import save_model
+
+    from groc_cli.models import ModelConfig, build_model
+    from groc_cli.training.run import load_weights, save_weights
+
+    def model(seed):
+        torch.manual_seed(seed)
+        return build_model(ModelConfig(output="tied", emb=8, hidden=12), ["<unk>", "<eos>", "a", "cat"])
+
+    packed = model(0)
+    lstm = [p for n, p in packed.named_parameters() if n.startswith("rnns.")]
+    flat = torch.cat([p.detach().reshape(-1) for p in lstm])
+    offset = 0
+    for p in lstm:  # every LSTM weight becomes a view into one storage, as cuDNN's
+        p.data = flat[offset : offset + p.numel()].view_as(p)
+        offset += p.numel()
+    save_weights(packed, tmp_path / "new")
+    save_model(model(1), str(tmp_path / "model.safetensors"))  # an earlier version's checkpoint
+    for directory, source in ((tmp_path / "new", packed), (tmp_path, model(1))):
+        loaded = model(2)
+        load_weights(loaded, directory)
+        for (name, a), b in zip(source.state_dict().items(), loaded.state_dict().values()):
+            assert torch.equal(a, b), name
