@@ -110,27 +110,31 @@ class CharEncoder(nn.Module):
 
     def pool(self, chars: torch.Tensor, lengths: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
         """Max over windows of the convolution (before bias and tanh), one length bucket."""
-        return self.pool_buckets([(chars, lengths)], table)
+        return self.pool_rows([self.window_rows(chars, lengths)], table)
 
-    def pool_buckets(self, buckets: list[tuple[torch.Tensor, torch.Tensor]], table: torch.Tensor) -> torch.Tensor:
-        """``pool`` for several buckets ((chars [n, L], lengths [n]) each), their rows
-        stacked in order: one autograd node, so the backward fills one table gradient
-        instead of one per bucket and no concatenation is recorded."""
+    def window_rows(self, chars: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One bucket (chars [n, L], true lengths [n]) as the table rows of its windows
+        ([n, windows, max_width]) and a mask of the windows that start on padding (None when
+        no row is shorter than L)."""
         W = self.max_width
-        tensors: list[torch.Tensor | None] = []
-        for chars, lengths in buckets:
-            n, L = chars.shape
-            # Windows start at every byte of the word but the final EOW (a window of EOW and
-            # padding only adds a per-filter constant) and overhang the end into PAD bytes,
-            # which embed to zero: a word's encoding does not depend on how far its row is
-            # padded, i.e. on the batch it is encoded in.
-            starts = max(L - 1, 1)
-            windows = F.pad(chars, (0, W - 1), value=PAD).unfold(1, W, 1)[:, :starts]  # [n, starts, W]
-            invalid = None
-            if n and bool(lengths.min() < L):
-                # Rows shorter than the batch's longest: windows starting on padding lose.
-                invalid = torch.arange(starts, device=chars.device)[None, :] >= (lengths[:, None] - 1)
-            tensors += [windows + self.offset_shift, invalid]
+        n, L = chars.shape
+        # Windows start at every byte of the word but the final EOW (a window of EOW and
+        # padding only adds a per-filter constant) and overhang the end into PAD bytes,
+        # which embed to zero: a word's encoding does not depend on how far its row is
+        # padded, i.e. on the batch it is encoded in.
+        starts = max(L - 1, 1)
+        windows = F.pad(chars, (0, W - 1), value=PAD).unfold(1, W, 1)[:, :starts]  # [n, starts, W]
+        invalid = None
+        if n and bool(lengths.min() < L):
+            # Rows shorter than the batch's longest: windows starting on padding lose.
+            invalid = torch.arange(starts, device=chars.device)[None, :] >= (lengths[:, None] - 1)
+        return windows + self.offset_shift, invalid
+
+    def pool_rows(self, buckets: list[tuple[torch.Tensor, torch.Tensor | None]], table: torch.Tensor) -> torch.Tensor:
+        """``pool`` for several buckets from ``window_rows``, their rows stacked in order: one
+        autograd node, so the backward fills one table gradient instead of one per bucket
+        and no concatenation is recorded."""
+        tensors = [t for bucket in buckets for t in bucket]
         return WindowConvMax.apply(table, self.offset_first_filter, *tensors)
 
     def finish(self, pooled: torch.Tensor) -> torch.Tensor:
@@ -152,7 +156,8 @@ class WindowConvMax(torch.autograd.Function):
     the output stacks the buckets' [n_b, filters] rows.
 
     Forward: y[n, p] = sum_k T[bags[n, p, k]] (``embedding_bag``), max over p with
-    ``amax`` (``max(dim)`` with indices is several times slower on CPU).
+    ``amax`` (``max(dim)`` with indices is several times slower on CPU; on CUDA it is the
+    faster one and is used there).
     Backward: only the arg-max window of each (word, filter) receives gradient, so the
     table gradient is a scatter of n * filters * width values instead of the dense
     [n * positions, filters] gradient that autograd would build and reduce (ties go to
@@ -168,6 +173,14 @@ class WindowConvMax(torch.autograd.Function):
             y = F.embedding_bag(bags.reshape(n * P, W), table, mode="sum").view(n, P, table.size(1))
             if invalid is not None:
                 y.masked_fill_(invalid[:, :, None], float("-inf"))
+            if needs_grad and y.is_cuda:
+                # On CUDA one max-with-indices kernel beats the rank trick below (H100, a
+                # [4000, 10, 256] bucket: 29 us against 198 us). Ties may go to any maximal
+                # window there: each is a valid subgradient.
+                values, position = y.max(dim=1)
+                outs.append(values)
+                saved += [bags, position]
+                continue
             values = y.amax(dim=1)
             outs.append(values)
             if not needs_grad:
@@ -279,6 +292,120 @@ class StringTable:
         }
 
 
+class BucketPlan:
+    """How a fixed set of strings is encoded: strings sorted by byte length and cut into
+    buckets, each bucket's window rows (``bags``, table rows per window offset) and
+    validity mask precomputed, and the permutation back to the strings' order.
+
+    Building a plan costs host-device synchronisations (the distinct lengths, each bucket's
+    shortest row) and a dozen small index kernels per bucket; a composition over an
+    unchanged string table (every training step) reuses one plan and runs none of them.
+
+    ``launch_cost`` (in windows) merges neighbouring length buckets when the padding they
+    add costs fewer windows than a bucket's fixed cost: 0 keeps one bucket per byte length
+    (the least arithmetic, best on CPU); on CUDA, where each bucket's forward and backward
+    kernels cost more than its windows, a few larger buckets are faster. Rows shorter than
+    their bucket are masked, so every grouping computes the same encodings.
+    """
+
+    def __init__(
+        self,
+        encoder: CharEncoder,
+        chars: torch.Tensor,
+        lengths: torch.Tensor,
+        idx: torch.Tensor | None = None,
+        chunk: int | None = None,
+        launch_cost: int | None = None,
+    ) -> None:
+        if idx is None:
+            idx = torch.arange(chars.size(0), device=chars.device)
+        if launch_cost is None:
+            launch_cost = CUDA_BUCKET_COST if chars.device.type == "cuda" else 0
+        lens = lengths[idx]
+        order = torch.argsort(lens, stable=True)
+        sorted_idx, sorted_lens = idx[order], lens[order]
+        uniq, counts = torch.unique_consecutive(sorted_lens, return_counts=True)
+        groups = _group_lengths(uniq.tolist(), counts.tolist(), launch_cost)
+        self.chunked = bool(chunk)
+        self.buckets: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+        for start, n, L in groups:
+            step = chunk or n
+            for s in range(start, start + n, step):
+                e = min(s + step, start + n)
+                self.buckets.append(encoder.window_rows(chars[sorted_idx[s:e], :L], sorted_lens[s:e]))
+        self.size = int(idx.numel())
+        self.inverse = torch.empty_like(order)
+        self.inverse[order] = torch.arange(order.numel(), device=order.device)
+        self.device = chars.device
+
+    def encode(self, encoder: CharEncoder, chunk: int | None = None) -> torch.Tensor:
+        """Surface encodings of the plan's strings, in their original order."""
+        table = encoder.folded_table()
+        if self.chunked:  # bounded memory: one chunk's windows at a time
+            pooled = torch.cat([encoder.pool_rows([b], table) for b in self.buckets], dim=0)
+        else:
+            pooled = encoder.pool_rows(self.buckets, table)
+        step = chunk or pooled.size(0)
+        parts = [encoder.finish(pooled[s : s + step]) for s in range(0, pooled.size(0), step)]
+        out = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]
+        return out[self.inverse]
+
+
+class PlanCache:
+    """The ``BucketPlan`` of every string of a string table, one per (chunk, device), built
+    on first use. Call ``clear`` whenever the table changes (a new vocabulary)."""
+
+    def __init__(self) -> None:
+        self._plans: dict = {}
+
+    def clear(self) -> None:
+        self._plans = {}
+
+    def encode(self, encoder: CharEncoder, chars: torch.Tensor, lengths: torch.Tensor, chunk: int | None) -> torch.Tensor:
+        key = (chunk, chars.device)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = BucketPlan(encoder, chars, lengths, None, chunk)
+        return plan.encode(encoder, chunk)
+
+
+# A bucket's fixed cost on CUDA, in windows: an estimate of what its ~15 forward and backward
+# kernel launches (~100 us) cost next to one window's arithmetic, not a tuned value. With it,
+# penn's strings fall into a few buckets instead of one per byte length; the whole change
+# (plans built once, merged buckets, max-with-indices) took GroC's H100 step from 3.6x to
+# 1.8-1.9x tied's (docs/benchmarks.md).
+CUDA_BUCKET_COST = 20000
+
+
+def _group_lengths(lengths: list[int], counts: list[int], launch_cost: int) -> list[tuple[int, int, int]]:
+    """Cut the sorted distinct byte lengths into consecutive groups (start row, rows, longest
+    length) minimising sum(launch_cost + rows * windows per row) by dynamic programming."""
+    m = len(lengths)
+    if launch_cost <= 0 or m <= 1:
+        out, start = [], 0
+        for L, n in zip(lengths, counts):
+            out.append((start, n, L))
+            start += n
+        return out
+    prefix = [0]
+    for n in counts:
+        prefix.append(prefix[-1] + n)
+    best = [0.0] + [float("inf")] * m
+    cut = [0] * (m + 1)
+    for j in range(1, m + 1):  # groups end at distinct length j - 1
+        windows = max(lengths[j - 1] - 1, 1)
+        for i in range(j):
+            cost = best[i] + launch_cost + (prefix[j] - prefix[i]) * windows
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups, j = [], m
+    while j > 0:
+        i = cut[j]
+        groups.append((prefix[i], prefix[j] - prefix[i], lengths[j - 1]))
+        j = i
+    return groups[::-1]
+
+
 def encode_strings(
     encoder: CharEncoder,
     chars: torch.Tensor,
@@ -287,29 +414,6 @@ def encode_strings(
     chunk: int | None = None,
 ) -> torch.Tensor:
     """Surface encodings of strings ``idx`` (all when None), batched by byte length and
-    optionally in chunks of at most ``chunk`` strings (bounded memory without autograd)."""
-    if idx is None:
-        idx = torch.arange(chars.size(0), device=chars.device)
-    lens = lengths[idx]
-    order = torch.argsort(lens, stable=True)
-    sorted_idx, sorted_lens = idx[order], lens[order]
-    uniq, counts = torch.unique_consecutive(sorted_lens, return_counts=True)
-    table = encoder.folded_table()
-    buckets = []
-    start = 0
-    for L, n in zip(uniq.tolist(), counts.tolist()):
-        step = chunk or n
-        for s in range(start, start + n, step):
-            e = min(s + step, start + n)
-            buckets.append((chars[sorted_idx[s:e], :L], sorted_lens[s:e]))
-        start += n
-    if chunk:  # bounded memory: one chunk's windows at a time
-        pooled = torch.cat([encoder.pool_buckets([b], table) for b in buckets], dim=0)
-    else:
-        pooled = encoder.pool_buckets(buckets, table)
-    step = chunk or pooled.size(0)
-    parts = [encoder.finish(pooled[s : s + step]) for s in range(0, pooled.size(0), step)]
-    out = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(order.numel(), device=order.device)
-    return out[inverse]
+    optionally in chunks of at most ``chunk`` strings (bounded memory without autograd).
+    For a fixed set of strings encoded repeatedly, keep a ``BucketPlan`` instead."""
+    return BucketPlan(encoder, chars, lengths, idx, chunk).encode(encoder, chunk)

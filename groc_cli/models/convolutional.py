@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .chars import CharEncoder, StringTable, encode_strings
+from .chars import CharEncoder, PlanCache, StringTable
 from .common import OutputLayer, SoftmaxComposed, remap_rows, replace_parameter, uniform_, variational_dropout
 
 
@@ -39,6 +39,7 @@ class ConvolutionalOutput(OutputLayer):
         device = self.embedding.device
         self.register_buffer("_chars", table.chars.to(device), persistent=False)
         self.register_buffer("_lengths", table.lengths.to(device), persistent=False)
+        self._plans = PlanCache()  # the composition's length buckets, built once
 
     def embed(self, ids: torch.Tensor, composed) -> torch.Tensor:
         return F.embedding(ids, self.embedding)
@@ -47,7 +48,7 @@ class ConvolutionalOutput(OutputLayer):
         chunk = None if grad else self.config.compose_chunk
         ctx = contextlib.nullcontext() if grad else torch.no_grad()
         with ctx:
-            c = encode_strings(self.chars, self._chars, self._lengths, None, chunk)
+            c = self._plans.encode(self.chars, self._chars, self._lengths, chunk)
             weight = variational_dropout(self.out_proj(c), self.config.out_dropout, self.training)
             hidden_fn = None
             if hasattr(self, "correction"):

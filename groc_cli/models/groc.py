@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .chars import CharEncoder, StringTable, csr_rows, encode_strings
+from .chars import CharEncoder, PlanCache, StringTable, csr_rows, encode_strings
 from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, uniform_
 from .lexicon import Lexicon
 
@@ -66,6 +66,7 @@ class GroCOutput(OutputLayer):
             max_chars=c.max_word_chars,
         )
         self.num_strings = len(table.strings)
+        self._plans = PlanCache()  # the full composition's length buckets, built once
         device = self.project.weight.device
         # Non-persistent buffers: they follow .to(device) but stay out of state_dict,
         # which therefore has the same keys and shapes for every vocabulary.
@@ -80,7 +81,7 @@ class GroCOutput(OutputLayer):
         rel_off, rel_idx = self._rel_offsets, self._rel_indices
         def_off, def_idx = self._def_offsets, self._def_indices
         if rows is None:
-            c_all = encode_strings(self.chars, self._chars, self._lengths, None, chunk)
+            c_all = self._plans.encode(self.chars, self._chars, self._lengths, chunk)
             word_pos = None
         else:
             rel_idx, rel_off = csr_rows(rel_off, rel_idx, rows)
@@ -106,9 +107,13 @@ class GroCOutput(OutputLayer):
             y = F.linear(c, weight[:, :f], self.project.bias)
             for block, use, idx, off in ((1, use_rel, rel_idx, rel_off), (2, use_def, def_idx, def_off)):
                 if use:
-                    sub_off = off[s : e + 1]
-                    sub_idx = idx[int(sub_off[0]) : int(sub_off[-1])]
-                    mean = F.embedding_bag(sub_idx, c_all, sub_off - sub_off[0], mode="mean", include_last_offset=True)
+                    if s == 0 and e == V:  # the whole table: no slicing, no device sync
+                        sub_idx, sub_off = idx, off
+                    else:
+                        sub_off = off[s : e + 1]
+                        sub_idx = idx[int(sub_off[0]) : int(sub_off[-1])]
+                        sub_off = sub_off - sub_off[0]
+                    mean = F.embedding_bag(sub_idx, c_all, sub_off, mode="mean", include_last_offset=True)
                     y = torch.addmm(y, mean, weight[:, block * f : (block + 1) * f].t())
             out.append(y)
         return torch.cat(out, dim=0) if len(out) > 1 else out[0]

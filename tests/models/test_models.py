@@ -381,3 +381,43 @@ def test_output_layers_under_bf16_autocast(kind):
     assert lp.dtype == torch.float32 and torch.isfinite(lp).all()
     (loss + emb.float().pow(2).mean()).backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("launch_cost", [0, 3, 1000])
+def test_merged_length_buckets_give_the_same_encodings_and_gradients(launch_cost):
+    """CUDA merges neighbouring byte lengths into fewer buckets (BucketPlan launch_cost);
+    any grouping must give the per-length buckets' encodings and parameter gradients."""
+    from groc_cli.models.chars import BucketPlan, CharEncoder, StringTable
+
+    torch.manual_seed(0)
+    encoder = CharEncoder(8, [(1, 4), (2, 4), (3, 6), (5, 6)], 1).double()
+    words = ["a", "cat", "dog", "anna", "tattoo", "catalogue", "mississippi", "internationalisation", "ox", "hmmm"]
+    table = StringTable(words, max_chars=16)
+    weights = torch.linspace(-1, 1, len(words) * encoder.out_dim, dtype=torch.double).view(len(words), -1)
+    results = []
+    for cost in (0, launch_cost):
+        plan = BucketPlan(encoder, table.chars, table.lengths, launch_cost=cost)
+        encoder.zero_grad()
+        out = plan.encode(encoder)
+        (out * weights).sum().backward()
+        results.append((len(plan.buckets), out.detach(), [p.grad.clone() for p in encoder.parameters()]))
+    (n_ref, out_ref, grads_ref), (n, out, grads) = results
+    if launch_cost >= 1000:
+        assert n == 1 < n_ref  # everything in one padded bucket
+    torch.testing.assert_close(out, out_ref)
+    for ours, ref in zip(grads, grads_ref):
+        torch.testing.assert_close(ours, ref)
+
+
+def test_composition_reuses_its_bucket_plan_until_the_vocabulary_changes():
+    model = make("groc").eval()
+    layer = model.output_layer
+    with torch.no_grad():
+        first = layer.compose_inputs()
+        plans = dict(layer._plans._plans)
+        assert len(plans) == 1
+        torch.testing.assert_close(layer.compose_inputs(), first)
+        assert layer._plans._plans == plans  # reused, not rebuilt
+        layer.set_vocab(VOCAB + ["catalogue"])
+        assert layer._plans._plans == {}
+        assert layer.compose_inputs().shape[0] == len(VOCAB) + 1
