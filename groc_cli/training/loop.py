@@ -200,18 +200,21 @@ class Trainer:
                     hidden, self.state = model(x, self.state, composed)
                     nll = composed.nll(hidden.reshape(-1, hidden.size(-1)).float(), y.reshape(-1))
                     loss = nll.mean() + model.regularization()
-                value = float(loss.detach())
-                if not math.isfinite(value):
-                    raise NonFiniteLoss(
-                        f"non-finite loss ({value}) at epoch {self.pos.epoch}, step {self.pos.step + 1}; "
-                        f"the last good checkpoint is kept in {self.run_dir / 'last'}; lower --lr or --clip and resume"
-                    )
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if self.world > 1:
                     self._allreduce_grads()
                 norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip if cfg.clip > 0 else math.inf)
-                if not math.isfinite(float(norm)):
+                # One device sync per step for the loss, the gradient norm and the epoch's sum;
+                # both checks still come before the weights are updated.
+                value, norm_value, nll_sum = torch.stack(
+                    [loss.detach().double(), norm.detach().double(), nll.detach().double().sum()]).tolist()
+                if not math.isfinite(value):
+                    raise NonFiniteLoss(
+                        f"non-finite loss ({value}) at epoch {self.pos.epoch}, step {self.pos.step + 1}; "
+                        f"the last good checkpoint is kept in {self.run_dir / 'last'}; lower --lr or --clip and resume"
+                    )
+                if not math.isfinite(norm_value):
                     raise NonFiniteLoss(
                         f"non-finite gradient norm at epoch {self.pos.epoch}, step {self.pos.step + 1}; the weights were "
                         f"not updated and the last good checkpoint is kept in {self.run_dir / 'last'}; lower --lr and resume"
@@ -222,7 +225,7 @@ class Trainer:
                 self.pos.step += 1
                 self.pos.tokens += tokens
                 self.pos.epoch_tokens += tokens
-                self.pos.epoch_loss += float(nll.detach().double().sum()) * self.world
+                self.pos.epoch_loss += nll_sum * self.world
                 self.pos.epoch_seconds = time.perf_counter() - epoch_start
                 self.pos.seconds = time.perf_counter() - started
                 if progress is not None:
