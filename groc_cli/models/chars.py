@@ -365,6 +365,8 @@ class PlanCache:
         key = (chunk, chars.device)
         plan = self._plans.get(key)
         if plan is None:
+            # A model moved to another device keeps no plan for the old one.
+            self._plans = {k: v for k, v in self._plans.items() if k[1] == chars.device}
             plan = self._plans[key] = BucketPlan(encoder, chars, lengths, None, chunk)
         return plan.encode(encoder, chunk)
 
