@@ -28,7 +28,9 @@ is exact, none changes the function computed):
   embed to zero, so a word encodes to the same vector alone or in any batch;
 * every distinct string (vocabulary, relation words, definition words) is encoded
   once per composition and relation/definition encodings are gathered by index
-  (``StringTable``).
+  (``StringTable``);
+* the length buckets of a full composition are planned once per vocabulary
+  (``BucketPlan``, ``PlanCache``), and on CUDA neighbouring lengths share a bucket.
 * Words longer than ``max_word_chars`` bytes keep their first and last halves, so
   that both prefixes and inflectional suffixes stay visible.
 """
@@ -326,22 +328,21 @@ class BucketPlan:
         sorted_idx, sorted_lens = idx[order], lens[order]
         uniq, counts = torch.unique_consecutive(sorted_lens, return_counts=True)
         groups = _group_lengths(uniq.tolist(), counts.tolist(), launch_cost)
-        self.chunked = bool(chunk)
+        self.chunk = chunk
         self.buckets: list[tuple[torch.Tensor, torch.Tensor | None]] = []
         for start, n, L in groups:
             step = chunk or n
             for s in range(start, start + n, step):
                 e = min(s + step, start + n)
                 self.buckets.append(encoder.window_rows(chars[sorted_idx[s:e], :L], sorted_lens[s:e]))
-        self.size = int(idx.numel())
         self.inverse = torch.empty_like(order)
         self.inverse[order] = torch.arange(order.numel(), device=order.device)
-        self.device = chars.device
 
-    def encode(self, encoder: CharEncoder, chunk: int | None = None) -> torch.Tensor:
+    def encode(self, encoder: CharEncoder) -> torch.Tensor:
         """Surface encodings of the plan's strings, in their original order."""
         table = encoder.folded_table()
-        if self.chunked:  # bounded memory: one chunk's windows at a time
+        chunk = self.chunk
+        if chunk:  # bounded memory: one chunk's windows at a time
             pooled = torch.cat([encoder.pool_rows([b], table) for b in self.buckets], dim=0)
         else:
             pooled = encoder.pool_rows(self.buckets, table)
@@ -353,13 +354,10 @@ class BucketPlan:
 
 class PlanCache:
     """The ``BucketPlan`` of every string of a string table, one per (chunk, device), built
-    on first use. Call ``clear`` whenever the table changes (a new vocabulary)."""
+    on first use. A new string table (a new vocabulary) needs a new cache."""
 
     def __init__(self) -> None:
         self._plans: dict = {}
-
-    def clear(self) -> None:
-        self._plans = {}
 
     def encode(self, encoder: CharEncoder, chars: torch.Tensor, lengths: torch.Tensor, chunk: int | None) -> torch.Tensor:
         key = (chunk, chars.device)
@@ -368,7 +366,7 @@ class PlanCache:
             # A model moved to another device keeps no plan for the old one.
             self._plans = {k: v for k, v in self._plans.items() if k[1] == chars.device}
             plan = self._plans[key] = BucketPlan(encoder, chars, lengths, None, chunk)
-        return plan.encode(encoder, chunk)
+        return plan.encode(encoder)
 
 
 # A bucket's fixed cost on CUDA, in windows: an estimate of what its ~15 forward and backward
@@ -418,4 +416,4 @@ def encode_strings(
     """Surface encodings of strings ``idx`` (all when None), batched by byte length and
     optionally in chunks of at most ``chunk`` strings (bounded memory without autograd).
     For a fixed set of strings encoded repeatedly, keep a ``BucketPlan`` instead."""
-    return BucketPlan(encoder, chars, lengths, idx, chunk).encode(encoder, chunk)
+    return BucketPlan(encoder, chars, lengths, idx, chunk).encode(encoder)
