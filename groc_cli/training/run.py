@@ -40,13 +40,13 @@ def read_vocab(run_dir: Path) -> tuple[list[str], list[int]]:
     return table.column("word").to_pylist(), table.column("count").to_pylist()
 
 
-def _alias_groups(model: torch.nn.Module) -> list[list[str]]:
-    """State-dict names grouped by the tensor they name: a tied embedding appears under two
+def _alias_groups(state: dict[str, torch.Tensor]) -> list[list[str]]:
+    """A state dict's names grouped by the tensor they name: a tied embedding appears under two
     names but is one tensor. Only exact aliases (same data, shape and strides) are grouped:
     cuDNN packs an LSTM's weights into one flat buffer on CUDA, and those views are
     distinct tensors that merely share storage."""
     groups: dict[tuple, list[str]] = {}
-    for name, t in model.state_dict(keep_vars=True).items():
+    for name, t in state.items():
         groups.setdefault((t.device, t.data_ptr(), t.dtype, tuple(t.shape), t.stride()), []).append(name)
     return list(groups.values())
 
@@ -56,7 +56,7 @@ def save_weights(model: torch.nn.Module, directory: Path, extra: dict[str, objec
     Each tensor is stored once, under the first of its names (a tied embedding once)."""
     model = _unwrap(model)
     state = model.state_dict()
-    tensors = {names[0]: state[names[0]].detach().to("cpu").contiguous() for names in _alias_groups(model)}
+    tensors = {names[0]: state[names[0]].to("cpu").contiguous() for names in _alias_groups(state)}
     with atomic_dir(directory) as tmp:
         save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if extra is not None:
@@ -70,7 +70,7 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
     model = _unwrap(model)
     stored = load_file(str(path))
     state, missing = {}, []
-    for names in _alias_groups(model):
+    for names in _alias_groups(model.state_dict()):
         # Any one name of an alias group may be stored (older runs kept another name).
         found = next((n for n in names if n in stored), None)
         if found is None:
