@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from ..artifacts import atomic_dir, atomic_path, provenance, read_json, sha256_file, write_parquet
@@ -68,7 +69,10 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
     if not path.exists():
         raise GrocError(f"{path} not found: the run has no such checkpoint yet")
     model = _unwrap(model)
-    stored = load_file(str(path))
+    try:
+        stored = load_file(str(path))
+    except (SafetensorError, OSError) as exc:
+        raise GrocError(f"{path} is not a readable checkpoint ({exc}): the file is damaged or was not written by groc") from None
     state, missing = {}, []
     for names in _alias_groups(model.state_dict()):
         # Any one name of an alias group may be stored (older runs kept another name).

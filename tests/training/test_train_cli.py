@@ -219,3 +219,15 @@ def test_weights_in_one_flat_buffer_save_and_load(tmp_path):
         load_weights(loaded, directory)
         for (name, a), b in zip(source.state_dict().items(), loaded.state_dict().values()):
             assert torch.equal(a, b), name
+
+
+def test_a_damaged_checkpoint_is_a_one_line_error(tmp_path):
+    from groc_cli.errors import GrocError
+    from groc_cli.models import ModelConfig, build_model
+    from groc_cli.training.run import load_weights
+
+    (tmp_path / "best").mkdir()
+    (tmp_path / "best" / "model.safetensors").write_bytes(b"garbage")
+    model = build_model(ModelConfig(output="tied", emb=8, hidden=12), ["<unk>", "<eos>", "a"])
+    with pytest.raises(GrocError, match="not a readable checkpoint"):
+        load_weights(model, tmp_path / "best")
