@@ -168,6 +168,13 @@ class WindowConvMax(torch.autograd.Function):
     @staticmethod
     def forward(ctx, table: torch.Tensor, first_filter: tuple[int, ...] | None, *buckets: torch.Tensor | None) -> torch.Tensor:
         ctx.table_shape = table.shape
+        # Always float32, also under bfloat16 autocast (--amp): the table gradient sums a
+        # contribution per (word, filter, offset) into each byte's row, thousands per row,
+        # and a bfloat16 accumulator (8-bit mantissa) drops every term below 1/256 of the
+        # running sum. With it, GroC and the convolutional output layer stalled or diverged
+        # in paper-scale CUDA training. A gather, a sum and a max gain nothing from bfloat16.
+        ctx.table_dtype = table.dtype
+        table = table.float() if table.dtype in (torch.bfloat16, torch.float16) else table
         needs_grad = ctx.needs_input_grad[0]
         outs, saved = [], []
         for bags, invalid in zip(buckets[0::2], buckets[1::2]):
@@ -214,6 +221,8 @@ class WindowConvMax(torch.autograd.Function):
         # multiply): filter f gets grad[n, f] at the byte that word n's arg-max window holds
         # at offset k. Offset k reaches only filters wider than k (``first_filter``).
         column_base = torch.arange(n_filters, device=grad.device) * rows_total
+        if grad.dtype in (torch.bfloat16, torch.float16):
+            grad = grad.float()
         grad_t = grad.new_zeros(n_filters * rows_total)
         start = 0
         for bags, position in zip(saved[0::2], saved[1::2]):
@@ -223,7 +232,8 @@ class WindowConvMax(torch.autograd.Function):
                 rows = bags[:, :, k].gather(1, position[:, first:])  # table row at offset k
                 grad_t.scatter_add_(0, (rows + column_base[first:]).view(-1), g[:, first:].reshape(-1))
         # No gradient for first_filter and the bucket tensors (every input after the table).
-        return (grad_t.view(n_filters, rows_total).t(),) + (None,) * (len(ctx.needs_input_grad) - 1)
+        grad_table = grad_t.view(n_filters, rows_total).t().to(ctx.table_dtype)
+        return (grad_table,) + (None,) * (len(ctx.needs_input_grad) - 1)
 
 
 def csr_rows(offsets: torch.Tensor, indices: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

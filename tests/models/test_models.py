@@ -334,6 +334,26 @@ def test_window_conv_max_gradient_with_ties_matches_max():
     torch.testing.assert_close(ours, table.grad)
 
 
+def test_window_conv_max_accumulates_bf16_gradients_in_float32():
+    # Under --amp the byte table arrives in bfloat16. Each table row sums thousands of
+    # (word, filter) gradient terms; a bfloat16 accumulator lost ~6% of the gradient here
+    # and made GroC stall and the convolutional layer diverge in paper-scale CUDA runs.
+    from groc_cli.models.chars import WindowConvMax
+
+    g = torch.Generator().manual_seed(0)
+    rows, filters, n, P, W = 50, 16, 20000, 8, 3
+    table = torch.randn(rows * W, filters, generator=g).bfloat16()
+    bags = torch.randint(0, rows, (n, P, W), generator=g) + torch.arange(W) * rows
+    grad = torch.randn(n, filters, generator=g).bfloat16()
+    low = table.clone().requires_grad_()
+    out = WindowConvMax.apply(low, None, bags, None)
+    out.backward(grad)
+    exact = table.double().requires_grad_()
+    WindowConvMax.apply(exact, None, bags, None).backward(grad.double())
+    assert low.grad.dtype == torch.bfloat16
+    assert float((low.grad.double() - exact.grad).norm() / exact.grad.norm()) < 0.005
+
+
 def test_char_encoder_backward_skips_only_masked_offsets():
     """The backward scatters offset k only into filters wider than k; every parameter's
     gradient equals the one from scattering into all filters (the rest are masked)."""
