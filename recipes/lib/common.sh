@@ -38,6 +38,10 @@ else
   BUDGET=(--max-epochs "${EPOCHS:-40}")
   FT_BUDGET=(--max-epochs 3)
 fi
+# MINUTES=N bounds every training run by wall-clock time as well (--max-minutes: the run
+# stops after N minutes with its best checkpoint, and the recipe goes on), e.g. to fit a
+# paper-scale recipe into a GPU lease.
+[ -n "${MINUTES:-}" ] && BUDGET+=(--max-minutes "$MINUTES")
 
 _logged() {  # print and log a command line
   { printf '+'; printf ' %q' "$@"; printf '\n'; } | tee -a "$LOG" >&2
@@ -146,9 +150,15 @@ far_files() {
   esac
 }
 # The source domain: Reuters 1987 newswire, the last ~10% of the training file as validation.
+# REUTERS_MIN_COUNT (1 at SCALE=small, 2 at SCALE=paper): training words seen fewer times map to
+# <unk>. With 1 every training word is in the vocabulary, so a lookup or tied model never
+# trains its <unk> input row and derails on text with many unknown words (groc eval warns);
+# 2 trains it. The dataset is $REUTERS: $WORK/reuters, or $WORK/reuters-min<N> for N > 1.
+REUTERS_MIN_COUNT=${REUTERS_MIN_COUNT:-$([ "$SCALE" = paper ] && echo 2 || echo 1)}
+REUTERS=$WORK/reuters; [ "$REUTERS_MIN_COUNT" = 1 ] || REUTERS=$WORK/reuters-min$REUTERS_MIN_COUNT
 reuters() {
-  step "$WORK/reuters" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest \
-    --tokenize --lower -j 2 -o "$WORK/reuters"
+  step "$REUTERS" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest \
+    --min-count "$REUTERS_MIN_COUNT" --tokenize --lower -j 2 -o "$REUTERS"
 }
 crossdomain() {
   local tok=(--tokenize --lower -j 2)
@@ -176,7 +186,7 @@ crossdomain() {
   # One lexicon over every domain's words: GroC composes the new words of each test set from
   # their WordNet entries too (open vocabulary).
   local vocabs=()
-  for d in reuters news13 news14 news-ft "${FAR_DOMAINS[@]}"; do vocabs+=(--vocab "$WORK/$d"); done
+  for d in "$REUTERS" "$WORK"/{news13,news14,news-ft} "${FAR_DOMAINS[@]/#/$WORK/}"; do vocabs+=(--vocab "$d"); done
   step "$WORK/crossdomain.lexicon.parquet" groc lexicon "${vocabs[@]}" -o "$WORK/crossdomain.lexicon.parquet"
 }
 # Cache settings of the paper (appendix C.4): λ = 0.966 (our --cache-weight 0.034) for the
@@ -186,5 +196,7 @@ CACHE_LOCAL=(--cache local --cache-weight 0.034 --theta 0.5 --cache-size 10000)
 if [ "$SCALE" = small ]; then
   CACHE_UNBOUNDED=(--cache unbounded --cache-weight 0.1 --index IVF256,PQ32 --nprobe 8 --knn 1024)
 else
-  CACHE_UNBOUNDED=(--cache unbounded --cache-weight 0.1 --index IVF4096,PQ32 --nprobe 8 --knn 1024)
+  CACHE_UNBOUNDED=(--cache unbounded --cache-weight 0.1 --index "${UNBOUNDED_INDEX:-IVF4096,PQ32}" --nprobe 8 --knn 1024)
 fi
+# UNBOUNDED_INDEX overrides SCALE=paper's FAISS index: IVF4096's k-means on 200K 1024-d states
+# takes minutes per test set on a CPU FAISS build.
