@@ -5,17 +5,28 @@
 #                                            400K training tokens per model (~1 h on 2 CPU cores)
 #   SCALE=paper bash recipes/table2.sh       appendix B.1 settings, early stopping (GPU)
 #   DATASETS=ptb bash recipes/table2.sh      one dataset only
+#   KINDS="tied groc" bash recipes/table2.sh  some output layers only, e.g. one process per layer
+#                                            sharing a GPU; then once more without KINDS for the table
+#   SCALE=paper MINUTES=21 ...               bound each training run by wall-clock minutes
 NAME=table2
 source "$(dirname "$0")/lib/common.sh"
-KINDS=(lookup convolutional tied bilinear deep-residual adaptive groc)
+ALL_KINDS="lookup convolutional tied bilinear deep-residual adaptive groc"
+KINDS=${KINDS:-$ALL_KINDS}
+for kind in $KINDS; do
+  case " $ALL_KINDS " in *" $kind "*) ;; *) echo "table2: KINDS takes $ALL_KINDS, not '$kind'" >&2; exit 2 ;; esac
+done
 for ds in ${DATASETS:-ptb wt2}; do
   dataset "$ds"
-  for kind in "${KINDS[@]}"; do
+  for kind in $KINDS; do
     extra=(); [ "$kind" = groc ] && extra=(--lexicon "$WORK/$ds.lexicon.parquet")
     train "$WORK/runs/$SCALE/$ds-$kind" "$WORK/$ds" --output "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}"
     capture "$WORK/evals/$SCALE/$ds-$kind.test.json" groc eval "$WORK/runs/$SCALE/$ds-$kind" "$WORK/$ds" --split test
   done
 done
+if [ "$KINDS" != "$ALL_KINDS" ]; then
+  echo "table2: KINDS=$KINDS done; run without KINDS (finished stages are skipped) to write the table" >&2
+  exit 0
+fi
 DATASETS=${DATASETS:-ptb wt2} python - "$OUT" "$WORK" "$SCALE" <<'PY'
 import os, sys
 from pathlib import Path
@@ -39,6 +50,11 @@ for ds in os.environ["DATASETS"].split():
               valid_ppl=s["best_valid_ppl"] if "best_valid_ppl" in s else s["final"]["valid_ppl"], test_ppl=e["perplexity"],
               tokens_per_s=s["final"]["tokens_per_s"], paper_params_M=p[0], paper_test_ppl=p[1])
 notes = [f"Runs: {work}/runs/{scale}/<dataset>-<output>; commands in commands.log."]
+if scale == "paper":
+    notes.append("SCALE=paper: appendix B.1 (2x1024 LSTM, emb 300 PTB / 256 WikiText-2, dropout 0.65, Adam 1e-3, "
+                 "clip 0.1, lr x0.1 after 4 epochs without improvement, early stop after 8, at most 40 epochs); "
+                 "bfloat16 autocast on CUDA (--amp, the default). A run stopped by MINUTES says so in its "
+                 "summary.json (stop_reason max-minutes).")
 if scale == "small":
     notes.append("SCALE=small: 128-d embeddings, one 256-unit and one 128-unit LSTM layer, dropout 0.3, "
                  "400K training tokens (under half a PTB epoch), CPU. The paper trains 2x1024 to convergence on a GPU; "

@@ -14,13 +14,15 @@
 # recipes/data-crossdomain.sh.
 NAME=table5
 source "$(dirname "$0")/lib/common.sh"
+KINDS=${KINDS:-tied groc}
+for kind in $KINDS; do
+  case $kind in tied|groc) ;; *) echo "table5: KINDS takes tied and groc, not '$kind'" >&2; exit 2 ;; esac
+done
 crossdomain
 LEX=$WORK/crossdomain.lexicon.parquet
 emb=(); [ "$SCALE" = paper ] && emb=(--emb 300)
 TESTS=(news13 news14 "${FAR_DOMAINS[@]}")
-KINDS=${KINDS:-tied groc}
 for kind in $KINDS; do
-  case $kind in tied|groc) ;; *) echo "table5: KINDS takes tied and groc, not '$kind'" >&2; exit 2 ;; esac
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$LEX")
   src=$WORK/runs/$SCALE/reuters-$kind
   train "$src" "$REUTERS" --output "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}"

@@ -115,3 +115,23 @@ def test_train_and_finetune_resume_an_interrupted_run_and_skip_a_finished_one(tm
     assert (tmp_path / "calls").read_text().splitlines() == [f"train data --output tied -o {run} --force",
                                                             f"finetune {run} ft --max-epochs 3 -o {new} --resume"]
     assert f"= {run}/summary.json (trained)" in r.stderr
+
+
+def test_paper_scale_settings_minutes_reuters_min_count_and_index(tmp_path):
+    r = bash('echo "${BUDGET[*]}|$REUTERS|${CACHE_UNBOUNDED[*]}"', tmp_path, SCALE="paper", MINUTES="21")
+    assert r.returncode == 0, r.stderr
+    budget, reuters, cache = r.stdout.strip().split("|")
+    assert budget == "--max-epochs 40 --max-minutes 21"
+    assert reuters.endswith("/work/reuters-min2")  # the paper scale trains <unk>
+    assert "--index IVF4096,PQ30" in cache  # M = 30 divides the 300-d states
+    r = bash('echo "${BUDGET[*]}|$REUTERS"', tmp_path)
+    assert r.stdout.strip() == f"--max-tokens 400000|{tmp_path}/results/work/reuters"
+
+
+def test_table_recipes_refuse_unknown_kinds_before_any_work(tmp_path):
+    for recipe in ("table2.sh", "table5.sh"):
+        r = subprocess.run(["bash", str(REPO / "recipes" / recipe)], capture_output=True, text=True,
+                           env=recipe_env(tmp_path, KINDS="tied bogus", DATASETS="ptb"))
+        assert r.returncode == 2, (recipe, r.stderr)
+        assert "bogus" in r.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "results" / "work" / "ptb").exists()
