@@ -52,8 +52,8 @@ for ds in os.environ["DATASETS"].split():
 notes = [f"Runs: {work}/runs/{scale}/<dataset>-<output>; commands in commands.log."]
 if scale == "paper":
     notes.append("SCALE=paper: appendix B.1 (2x1024 LSTM, emb 300 PTB / 256 WikiText-2, dropout 0.65, Adam 1e-3, "
-                 "clip 0.1, lr x0.1 after 4 epochs without improvement, early stop after 8, at most 40 epochs); "
-                 "bfloat16 autocast on CUDA (--amp, the default). A run stopped by MINUTES says so in its "
+                 "clip 0.1, lr x0.1 after 4 epochs without improvement, early stop after 8, at most 40 epochs), "
+                 "float32 unless the runs' config.json says amp. A run stopped by MINUTES says so in its "
                  "summary.json (stop_reason max-minutes).")
 if scale == "small":
     notes.append("SCALE=small: 128-d embeddings, one 256-unit and one 128-unit LSTM layer, dropout 0.3, "

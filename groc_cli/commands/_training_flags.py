@@ -55,7 +55,8 @@ PATIENCE = typer.Option(8, "--patience", min=1, help="Epochs without validation 
 MAX_TOKENS = typer.Option(None, "--max-tokens", min=1, help="Stop after this many training tokens.")
 MAX_MINUTES = typer.Option(None, "--max-minutes", min=0.0, help="Stop after this many minutes of training.")
 SEED = typer.Option(1, "--seed", help="Seed for initialisation, dropout and --update-prob draws.")
-AMP = typer.Option(True, "--amp/--no-amp", help="bfloat16 mixed precision on CUDA (ignored on CPU).")
+AMP = typer.Option(False, "--amp/--no-amp", help="bfloat16 mixed precision on CUDA (ignored on CPU). Off by default: "
+                   "the convolutional output layer diverged under it at the paper's size (docs/reproduction.md).")
 CKPT = typer.Option(0, "--checkpoint-every", min=0, help="Also checkpoint every N steps (0: at epoch ends).")
 LOG_EVERY = typer.Option(100, "--log-every", min=1, help="Steps between progress lines when stderr is not a terminal.")
 DETERMINISTIC = typer.Option(False, "--deterministic", help="Deterministic kernels (slower on GPU).")

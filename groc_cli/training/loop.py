@@ -38,7 +38,7 @@ class TrainConfig:
     max_tokens: int | None = None
     max_minutes: float | None = None
     seed: int = 1
-    amp: bool = True  # bfloat16 autocast, on CUDA only
+    amp: bool = False  # bfloat16 autocast, on CUDA only (--amp)
     checkpoint_every: int = 0  # steps between mid-epoch checkpoints (0: at epoch ends only)
     log_every: int = 100
     deterministic: bool = False
