@@ -107,6 +107,10 @@ notes = ["All evaluations use --vocab union (model vocabulary + the test set's w
          "Finetuning curves: finetune-<domain>.png."]
 if scale == "small":
     notes.append("SCALE=small: 128/256-unit LSTM, 400K Reuters training tokens, CPU.")
+else:
+    notes.append("SCALE=paper: appendix B.1 model (2x1024 LSTM, emb 300, dropout 0.65) on 1.1M Reuters tokens prepared "
+                 "with --min-count 2 (REUTERS_MIN_COUNT), so <unk> is trained; training bounded by MINUTES if set "
+                 "(the source runs' summary.json has the stop reason); unbounded index as in commands.log.")
 oov.write(out)
 t.write(out, notes=notes)
 PY
