@@ -19,7 +19,7 @@ for kind in $KINDS; do
   case $kind in tied|groc) ;; *) echo "table5: KINDS takes tied and groc, not '$kind'" >&2; exit 2 ;; esac
 done
 crossdomain
-LEX=$WORK/crossdomain.lexicon.parquet
+LEX=$CROSSDOMAIN_LEX
 emb=(); [ "$SCALE" = paper ] && emb=(--emb 300)
 TESTS=(news13 news14 "${FAR_DOMAINS[@]}")
 for kind in $KINDS; do

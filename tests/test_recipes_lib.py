@@ -118,11 +118,12 @@ def test_train_and_finetune_resume_an_interrupted_run_and_skip_a_finished_one(tm
 
 
 def test_paper_scale_settings_minutes_reuters_min_count_and_index(tmp_path):
-    r = bash('echo "${BUDGET[*]}|$REUTERS|${CACHE_UNBOUNDED[*]}"', tmp_path, SCALE="paper", MINUTES="21")
+    r = bash('echo "${BUDGET[*]}|$REUTERS|${CACHE_UNBOUNDED[*]}|$CROSSDOMAIN_LEX"', tmp_path, SCALE="paper", MINUTES="21")
     assert r.returncode == 0, r.stderr
-    budget, reuters, cache = r.stdout.strip().split("|")
+    budget, reuters, cache, lexicon = r.stdout.strip().split("|")
     assert budget == "--max-epochs 40 --max-minutes 21"
     assert reuters.endswith("/work/reuters-min2")  # the paper scale trains <unk>
+    assert lexicon.endswith("/work/crossdomain-min2.lexicon.parquet")  # not the small scale's
     assert "--index IVF4096,PQ30" in cache  # M = 30 divides the 300-d states
     r = bash('echo "${BUDGET[*]}|$REUTERS"', tmp_path)
     assert r.stdout.strip() == f"--max-tokens 400000|{tmp_path}/results/work/reuters"

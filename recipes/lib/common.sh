@@ -156,6 +156,10 @@ far_files() {
 # 2 trains it. The dataset is $REUTERS: $WORK/reuters, or $WORK/reuters-min<N> for N > 1.
 REUTERS_MIN_COUNT=${REUTERS_MIN_COUNT:-$([ "$SCALE" = paper ] && echo 2 || echo 1)}
 REUTERS=$WORK/reuters; [ "$REUTERS_MIN_COUNT" = 1 ] || REUTERS=$WORK/reuters-min$REUTERS_MIN_COUNT
+# The lexicon over every cross-domain vocabulary follows it: GroC refuses a lexicon that lacks
+# any of its training words, so the two Reuters vocabularies get a lexicon each.
+CROSSDOMAIN_LEX=$WORK/crossdomain.lexicon.parquet
+[ "$REUTERS_MIN_COUNT" = 1 ] || CROSSDOMAIN_LEX=$WORK/crossdomain-min$REUTERS_MIN_COUNT.lexicon.parquet
 reuters() {
   step "$REUTERS" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest \
     --min-count "$REUTERS_MIN_COUNT" --tokenize --lower -j 2 -o "$REUTERS"
@@ -187,7 +191,7 @@ crossdomain() {
   # their WordNet entries too (open vocabulary).
   local vocabs=()
   for d in "$REUTERS" "$WORK"/{news13,news14,news-ft} "${FAR_DOMAINS[@]/#/$WORK/}"; do vocabs+=(--vocab "$d"); done
-  step "$WORK/crossdomain.lexicon.parquet" groc lexicon "${vocabs[@]}" -o "$WORK/crossdomain.lexicon.parquet"
+  step "$CROSSDOMAIN_LEX" groc lexicon "${vocabs[@]}" -o "$CROSSDOMAIN_LEX"
 }
 # Cache settings of the paper (appendix C.4): λ = 0.966 (our --cache-weight 0.034) for the
 # unigram and local caches, θ = 0.5, window 10,000; new-word down-weighting 0.1 before a cache.
