@@ -10,11 +10,7 @@
 #   SCALE=paper MINUTES=21 ...               bound each training run by wall-clock minutes
 NAME=table2
 source "$(dirname "$0")/lib/common.sh"
-ALL_KINDS="lookup convolutional tied bilinear deep-residual adaptive groc"
-KINDS=${KINDS:-$ALL_KINDS}
-for kind in $KINDS; do
-  case " $ALL_KINDS " in *" $kind "*) ;; *) echo "table2: KINDS takes $ALL_KINDS, not '$kind'" >&2; exit 2 ;; esac
-done
+select_kinds lookup convolutional tied bilinear deep-residual adaptive groc
 for ds in ${DATASETS:-ptb wt2}; do
   dataset "$ds"
   for kind in $KINDS; do
@@ -23,10 +19,7 @@ for ds in ${DATASETS:-ptb wt2}; do
     capture "$WORK/evals/$SCALE/$ds-$kind.test.json" groc eval "$WORK/runs/$SCALE/$ds-$kind" "$WORK/$ds" --split test
   done
 done
-if [ "$KINDS" != "$ALL_KINDS" ]; then
-  echo "table2: KINDS=$KINDS done; run without KINDS (finished stages are skipped) to write the table" >&2
-  exit 0
-fi
+stop_if_some_kinds
 DATASETS=${DATASETS:-ptb wt2} python - "$OUT" "$WORK" "$SCALE" <<'PY'
 import os, sys
 from pathlib import Path

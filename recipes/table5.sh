@@ -14,10 +14,7 @@
 # recipes/data-crossdomain.sh.
 NAME=table5
 source "$(dirname "$0")/lib/common.sh"
-KINDS=${KINDS:-tied groc}
-for kind in $KINDS; do
-  case $kind in tied|groc) ;; *) echo "table5: KINDS takes tied and groc, not '$kind'" >&2; exit 2 ;; esac
-done
+select_kinds tied groc
 crossdomain
 LEX=$CROSSDOMAIN_LEX
 emb=(); [ "$SCALE" = paper ] && emb=(--emb 300)
@@ -52,10 +49,7 @@ for kind in $KINDS; do
       --states "$WORK/states/$SCALE/reuters-$kind-$d" "${dw[@]}" "${CACHE_UNBOUNDED[@]}"
   done
 done
-if [ "$KINDS" != "tied groc" ]; then
-  echo "table5: KINDS=$KINDS done; run without KINDS (finished stages are skipped) to write the table" >&2
-  exit 0
-fi
+stop_if_some_kinds
 python - "$OUT" "$WORK" "$SCALE" "${TESTS[*]}" <<'PY'
 import sys
 from pathlib import Path

@@ -127,6 +127,25 @@ dataset() {
   return 0
 }
 
+# select_kinds ALL...: KINDS (default: all of ALL, the recipe's models) checked against ALL
+# before any work, with one line and exit status 2 for a name not in it. KINDS picks models so
+# that each can run in its own process (say, several sharing a GPU).
+select_kinds() {
+  ALL_KINDS="$*"
+  KINDS=${KINDS:-$ALL_KINDS}
+  local kind
+  for kind in $KINDS; do
+    case " $ALL_KINDS " in *" $kind "*) ;; *) echo "$NAME: KINDS takes $ALL_KINDS, not '$kind'" >&2; exit 2 ;; esac
+  done
+}
+# stop_if_some_kinds: after the stages of a KINDS subset, say how to get the table and stop.
+stop_if_some_kinds() {
+  if [ "$KINDS" != "$ALL_KINDS" ]; then
+    echo "$NAME: KINDS=$KINDS done; run without KINDS (finished stages are skipped) to write the table" >&2
+    exit 0
+  fi
+}
+
 # report ARGS...: recipes/lib/report.py with this recipe's output directory.
 report() { python "$ROOT/recipes/lib/report.py" "$@"; }
 
@@ -154,12 +173,12 @@ far_files() {
 # <unk>. With 1 every training word is in the vocabulary, so a lookup or tied model never
 # trains its <unk> input row and derails on text with many unknown words (groc eval warns);
 # 2 trains it. The dataset is $REUTERS: $WORK/reuters, or $WORK/reuters-min<N> for N > 1.
+# The lexicon over every cross-domain vocabulary follows it ($CROSSDOMAIN_LEX): GroC refuses a
+# lexicon that lacks any of its training words, so each Reuters vocabulary gets its own.
 REUTERS_MIN_COUNT=${REUTERS_MIN_COUNT:-$([ "$SCALE" = paper ] && echo 2 || echo 1)}
-REUTERS=$WORK/reuters; [ "$REUTERS_MIN_COUNT" = 1 ] || REUTERS=$WORK/reuters-min$REUTERS_MIN_COUNT
-# The lexicon over every cross-domain vocabulary follows it: GroC refuses a lexicon that lacks
-# any of its training words, so the two Reuters vocabularies get a lexicon each.
-CROSSDOMAIN_LEX=$WORK/crossdomain.lexicon.parquet
-[ "$REUTERS_MIN_COUNT" = 1 ] || CROSSDOMAIN_LEX=$WORK/crossdomain-min$REUTERS_MIN_COUNT.lexicon.parquet
+_min=""; [ "$REUTERS_MIN_COUNT" = 1 ] || _min=-min$REUTERS_MIN_COUNT
+REUTERS=$WORK/reuters$_min
+CROSSDOMAIN_LEX=$WORK/crossdomain$_min.lexicon.parquet
 reuters() {
   step "$REUTERS" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest \
     --min-count "$REUTERS_MIN_COUNT" --tokenize --lower -j 2 -o "$REUTERS"
