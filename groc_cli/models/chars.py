@@ -174,7 +174,7 @@ class WindowConvMax(torch.autograd.Function):
         # running sum. With it, GroC and the convolutional output layer stalled or diverged
         # in paper-scale CUDA training. A gather, a sum and a max gain nothing from bfloat16.
         ctx.table_dtype = table.dtype
-        table = table.float() if table.dtype in (torch.bfloat16, torch.float16) else table
+        table = table.to(torch.promote_types(table.dtype, torch.float32))  # float64 stays (gradcheck)
         needs_grad = ctx.needs_input_grad[0]
         outs, saved = [], []
         for bags, invalid in zip(buckets[0::2], buckets[1::2]):
@@ -221,8 +221,7 @@ class WindowConvMax(torch.autograd.Function):
         # multiply): filter f gets grad[n, f] at the byte that word n's arg-max window holds
         # at offset k. Offset k reaches only filters wider than k (``first_filter``).
         column_base = torch.arange(n_filters, device=grad.device) * rows_total
-        if grad.dtype in (torch.bfloat16, torch.float16):
-            grad = grad.float()
+        grad = grad.to(torch.promote_types(grad.dtype, torch.float32))
         grad_t = grad.new_zeros(n_filters * rows_total)
         start = 0
         for bags, position in zip(saved[0::2], saved[1::2]):
