@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib/common.sh"
 reuters
 SAMPLES=(news14:"$DATA/wmt-newstest/newstest2014-deen.en" wiki:"$DATA/wikitext-2-raw/wiki.test.raw"
          books:"$DATA/gutenberg/chesterton-ball.txt")
-C=$WORK/check
+C=$WORK/check$REUTERS_SUFFIX  # its runs are on $REUTERS: one folder per Reuters vocabulary
 mkdir -p "$C"
 for pair in "${SAMPLES[@]}"; do
   d=${pair%%:*}; file=${pair#*:}

@@ -7,8 +7,9 @@
 #                                          finetuning 3 epochs on 50K tokens per domain
 #   KINDS=groc bash recipes/table5.sh      one model's stages only (run tied and groc in two
 #                                          processes, then once more without KINDS for the table)
-#   SCALE=paper bash recipes/table5.sh     appendix B.1 model, full finetuning (GPU); Reuters
-#                                          prepared with --min-count 2 (REUTERS_MIN_COUNT)
+#   SCALE=paper bash recipes/table5.sh     appendix B.1 model, full finetuning (GPU)
+# Reuters is prepared with --min-count 2 (REUTERS_MIN_COUNT=1 keeps every training word, as in
+# session 3's run; see recipes/lib/common.sh).
 # Data layout and domains: recipes/lib/common.sh (crossdomain) and ../shared/data/README.md.
 # For the paper's own 2M/2M/10M News Crawl / Common Crawl / WikiText-103 splits see
 # recipes/data-crossdomain.sh.
@@ -21,43 +22,45 @@ emb=(); [ "$SCALE" = paper ] && emb=(--emb 300)
 TESTS=(news13 news14 "${FAR_DOMAINS[@]}")
 for kind in $KINDS; do
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$LEX")
-  src=$WORK/runs/$SCALE/reuters-$kind
+  src=$WORK/runs/$SCALE/reuters$REUTERS_SUFFIX-$kind
   train "$src" "$REUTERS" --output "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}"
   dw=(); [ "$kind" = groc ] && dw=(--downweight-new 0.1)
   for d in "${TESTS[@]}"; do
     split=test
-    states=$WORK/states/$SCALE/reuters-$kind-$d
+    states=$WORK/states/$SCALE/reuters$REUTERS_SUFFIX-$kind-$d
     step "$states" groc dump "$src" "$WORK/$d" --split "$split" --vocab union -o "$states" "${extra[@]}"
-    ev=$WORK/evals/$SCALE/table5-$kind-$d
+    ev=$WORK/evals/$SCALE/table5$REUTERS_SUFFIX-$kind-$d
     capture "$ev-base.json" groc eval "$src" "$WORK/$d" --states "$states"
     capture "$ev-unigram.json" groc eval "$src" "$WORK/$d" --states "$states" "${dw[@]}" "${CACHE_UNIGRAM[@]}"
     capture "$ev-local.json" groc eval "$src" "$WORK/$d" --states "$states" "${dw[@]}" "${CACHE_LOCAL[@]}"
   done
   # Low-resource: finetune on each domain's own training text (news: WMT 2009-2012), test as above.
   for ft in news-ft "${FAR_DOMAINS[@]}"; do
-    tuned=$WORK/runs/$SCALE/reuters-$kind-ft-$ft
+    tuned=$WORK/runs/$SCALE/reuters$REUTERS_SUFFIX-$kind-ft-$ft
     finetune "$src" "$WORK/$ft" "$tuned" "${FT_BUDGET[@]}" "${extra[@]}"
   done
   for d in "${TESTS[@]}"; do
     case $d in news*) ft=news-ft ;; *) ft=$d ;; esac
-    capture "$WORK/evals/$SCALE/table5-$kind-$d-finetuned.json" groc eval "$WORK/runs/$SCALE/reuters-$kind-ft-$ft" "$WORK/$d" \
+    capture "$WORK/evals/$SCALE/table5$REUTERS_SUFFIX-$kind-$d-finetuned.json" groc eval "$WORK/runs/$SCALE/reuters$REUTERS_SUFFIX-$kind-ft-$ft" "$WORK/$d" \
       --split test --vocab union "${extra[@]}"
   done
   # The unbounded cache last: its FAISS index training and search are the slowest stages.
   for d in "${TESTS[@]}"; do
-    capture "$WORK/evals/$SCALE/table5-$kind-$d-unbounded.json" groc eval "$src" "$WORK/$d" \
-      --states "$WORK/states/$SCALE/reuters-$kind-$d" "${dw[@]}" "${CACHE_UNBOUNDED[@]}"
+    capture "$WORK/evals/$SCALE/table5$REUTERS_SUFFIX-$kind-$d-unbounded.json" groc eval "$src" "$WORK/$d" \
+      --states "$WORK/states/$SCALE/reuters$REUTERS_SUFFIX-$kind-$d" "${dw[@]}" "${CACHE_UNBOUNDED[@]}"
   done
 done
 stop_if_some_kinds
-python - "$OUT" "$WORK" "$SCALE" "${TESTS[*]}" <<'PY'
+python - "$OUT" "$WORK" "$SCALE" "${TESTS[*]}" "$REUTERS_SUFFIX" "$REUTERS_MIN_COUNT" <<'PY'
 import sys
 from pathlib import Path
 sys.path.insert(0, "recipes/lib")
-from report import Table, load, summary
+import pyarrow.parquet as pq
+from report import Table, load
 from groc_cli import plots
 
 out, work, scale, tests = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4].split()
+suffix, min_count = sys.argv[5], int(sys.argv[6])
 ev = work / "evals" / scale
 # Table 5 of the paper (2007 News Crawl source; near 2008-2011, far web and wiki), for reference:
 # the columns are other data, so the paper's rows are printed as a note, not matched by column.
@@ -72,18 +75,16 @@ t = Table("table5", f"Table 5 (miniature): open-vocabulary cross-domain perplexi
 oov = Table("table5_data", "Table 6 (miniature): test sets, OOV rate against the Reuters training vocabulary",
             ["domain", "tokens", "vocab_union", "new_words", "oov_pct"], {"oov_pct": ".2f"})
 for d in tests:
-    e = load(ev / f"table5-tied-{d}-base.json")
+    e = load(ev / f"table5{suffix}-tied-{d}-base.json")
     oov.add(domain=d, tokens=e["tokens"], vocab_union=e["vocab_size"], new_words=e["new_words"], oov_pct=100 * e["oov_rate"])
 for setting, label in (("base", "zero-resource"), ("unigram", "+ unigram cache"), ("local", "+ local cache"),
                        ("unbounded", "+ unbounded cache"), ("finetuned", "low-resource: finetuned")):
     for kind in ("tied", "groc"):
-        t.add(setting=label, model=kind, **{d: load(ev / f"table5-{kind}-{d}-{setting}.json")["perplexity"] for d in tests})
+        t.add(setting=label, model=kind, **{d: load(ev / f"table5{suffix}-{kind}-{d}-{setting}.json")["perplexity"] for d in tests})
 curves = {}
 for kind in ("tied", "groc"):
     for ft in ("news-ft", "web", "wiki", "books"):
-        m = summary(work / "runs" / scale / f"reuters-{kind}-ft-{ft}")
-        import pyarrow.parquet as pq
-        rows = pq.read_table(work / "runs" / scale / f"reuters-{kind}-ft-{ft}" / "metrics.parquet").to_pylist()
+        rows = pq.read_table(work / "runs" / scale / f"reuters{suffix}-{kind}-ft-{ft}" / "metrics.parquet").to_pylist()
         curves.setdefault(ft, {})[f"{kind} train"] = [(r["epoch"], r["train_loss"]) for r in rows]
         curves[ft][f"{kind} valid"] = [(r["epoch"], r["valid_loss"]) for r in rows]
 for ft, series in curves.items():
@@ -99,12 +100,15 @@ notes = ["All evaluations use --vocab union (model vocabulary + the test set's w
          "Paper (2007 News Crawl -> 2007, 2008-2011, web, wiki; 2M training tokens, 2x1024 LSTM): " +
          "; ".join(f"{k} {s}: {v}" for k, r in paper_rows.items() for s, v in r.items()),
          "Finetuning curves: finetune-<domain>.png."]
+unk = (f"Reuters prepared with --min-count {min_count} (REUTERS_MIN_COUNT), so <unk> is trained" if min_count > 1 else
+       "Reuters prepared with --min-count 1 (REUTERS_MIN_COUNT=1): every training word is in the vocabulary and tied's "
+       "<unk> input row is never trained, which derails it on text with many new words")
 if scale == "small":
-    notes.append("SCALE=small: 128/256-unit LSTM, 400K Reuters training tokens, CPU.")
+    notes.append(f"SCALE=small: 128/256-unit LSTM, 400K Reuters training tokens, CPU; {unk}.")
 else:
-    notes.append("SCALE=paper: appendix B.1 model (2x1024 LSTM, emb 300, dropout 0.65) on 1.1M Reuters tokens prepared "
-                 "with --min-count 2 (REUTERS_MIN_COUNT), so <unk> is trained; training bounded by MINUTES if set "
-                 "(the source runs' summary.json has the stop reason); unbounded index as in commands.log.")
+    notes.append(f"SCALE=paper: appendix B.1 model (2x1024 LSTM, emb 300, dropout 0.65) on 1.1M Reuters tokens; {unk}; "
+                 "training bounded by MINUTES if set (the source runs' summary.json has the stop reason); unbounded "
+                 "index as in commands.log.")
 oov.write(out)
 t.write(out, notes=notes)
 PY

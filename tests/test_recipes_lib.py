@@ -125,8 +125,18 @@ def test_paper_scale_settings_minutes_reuters_min_count_and_index(tmp_path):
     assert reuters.endswith("/work/reuters-min2")  # the paper scale trains <unk>
     assert lexicon.endswith("/work/crossdomain-min2.lexicon.parquet")  # not the small scale's
     assert "--index IVF4096,PQ30" in cache  # M = 30 divides the 300-d states
-    r = bash('echo "${BUDGET[*]}|$REUTERS"', tmp_path)
-    assert r.stdout.strip() == f"--max-tokens 400000|{tmp_path}/results/work/reuters"
+    r = bash('echo "${BUDGET[*]}|$REUTERS|$CROSSDOMAIN_LEX"', tmp_path)
+    assert r.stdout.strip() == (f"--max-tokens 400000|{tmp_path}/results/work/reuters-min2|"
+                                f"{tmp_path}/results/work/crossdomain-min2.lexicon.parquet")  # both scales train <unk>
+    r = bash('echo "$REUTERS|$CROSSDOMAIN_LEX|$REUTERS_SUFFIX"', tmp_path, REUTERS_MIN_COUNT="1")
+    assert r.stdout.strip() == f"{tmp_path}/results/work/reuters|{tmp_path}/results/work/crossdomain.lexicon.parquet|"
+
+
+def test_reuters_min_count_must_be_a_positive_whole_number(tmp_path):
+    for bad in ("0", "two", "-1", "1.5"):
+        r = bash("echo reached", tmp_path, REUTERS_MIN_COUNT=bad)
+        assert r.returncode == 2 and "reached" not in r.stdout and not (tmp_path / "results").exists()
+        assert r.stderr.strip().splitlines() == [f"t: REUTERS_MIN_COUNT must be a whole number of at least 1, not '{bad}'"]
 
 
 def test_table_recipes_refuse_unknown_kinds_before_any_work(tmp_path):

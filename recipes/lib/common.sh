@@ -19,6 +19,9 @@ case "$SCALE" in
   small|paper) ;;
   *) echo "$NAME: SCALE must be small or paper, not '$SCALE'" >&2; exit 2 ;;
 esac
+case "${REUTERS_MIN_COUNT:-2}" in
+  ''|*[!0-9]*|0*) echo "$NAME: REUTERS_MIN_COUNT must be a whole number of at least 1, not '${REUTERS_MIN_COUNT:-}'" >&2; exit 2 ;;
+esac
 [ -d "$DATA" ] || { echo "$NAME: DATA=$DATA is not a directory (see ../shared/data/README.md)" >&2; exit 2; }
 OUT=$RESULTS/$NAME
 mkdir -p "$OUT" "$WORK"
@@ -169,16 +172,19 @@ far_files() {
   esac
 }
 # The source domain: Reuters 1987 newswire, the last ~10% of the training file as validation.
-# REUTERS_MIN_COUNT (1 at SCALE=small, 2 at SCALE=paper): training words seen fewer times map to
-# <unk>. With 1 every training word is in the vocabulary, so a lookup or tied model never
-# trains its <unk> input row and derails on text with many unknown words (groc eval warns);
-# 2 trains it. The dataset is $REUTERS: $WORK/reuters, or $WORK/reuters-min<N> for N > 1.
-# The lexicon over every cross-domain vocabulary follows it ($CROSSDOMAIN_LEX): GroC refuses a
-# lexicon that lacks any of its training words, so each Reuters vocabulary gets its own.
-REUTERS_MIN_COUNT=${REUTERS_MIN_COUNT:-$([ "$SCALE" = paper ] && echo 2 || echo 1)}
-_min=""; [ "$REUTERS_MIN_COUNT" = 1 ] || _min=-min$REUTERS_MIN_COUNT
-REUTERS=$WORK/reuters$_min
-CROSSDOMAIN_LEX=$WORK/crossdomain$_min.lexicon.parquet
+# REUTERS_MIN_COUNT (default 2): training words seen fewer times map to <unk>, so a lookup or
+# tied model trains its <unk> input row. With 1 every training word is in the vocabulary, the
+# <unk> row is never trained, and such a model derails on text with many unknown words (groc
+# eval warns; docs/reproduction.md, Table 5). The dataset is $REUTERS: $WORK/reuters for 1, or
+# $WORK/reuters-min<N>. Everything derived from it carries the same suffix ($REUTERS_SUFFIX):
+# the source runs and states ($WORK/{runs,states}/$SCALE/reuters-min<N>-<kind>...), table5's
+# evaluations, and the lexicon over every cross-domain vocabulary ($CROSSDOMAIN_LEX; GroC refuses
+# a lexicon that lacks any of its training words). So runs on different Reuters vocabularies
+# never stand in for each other, and all of them can share one WORK.
+REUTERS_MIN_COUNT=${REUTERS_MIN_COUNT:-2}
+REUTERS_SUFFIX=""; [ "$REUTERS_MIN_COUNT" = 1 ] || REUTERS_SUFFIX=-min$REUTERS_MIN_COUNT
+REUTERS=$WORK/reuters$REUTERS_SUFFIX
+CROSSDOMAIN_LEX=$WORK/crossdomain$REUTERS_SUFFIX.lexicon.parquet
 reuters() {
   step "$REUTERS" groc prepare --train "$DATA/reuters/reuters.training.txt" --split 1100K,rest \
     --min-count "$REUTERS_MIN_COUNT" --tokenize --lower -j 2 -o "$REUTERS"
