@@ -22,32 +22,32 @@ emb=(); [ "$SCALE" = paper ] && emb=(--emb 300)
 TESTS=(news13 news14 "${FAR_DOMAINS[@]}")
 for kind in $KINDS; do
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$LEX")
-  src=$WORK/runs/$SCALE/reuters$REUTERS_SUFFIX-$kind
+  run=reuters$REUTERS_SUFFIX-$kind  # this model's runs and states
+  src=$WORK/runs/$SCALE/$run evals=$WORK/evals/$SCALE/table5$REUTERS_SUFFIX-$kind
   train "$src" "$REUTERS" --output "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}"
   dw=(); [ "$kind" = groc ] && dw=(--downweight-new 0.1)
   for d in "${TESTS[@]}"; do
     split=test
-    states=$WORK/states/$SCALE/reuters$REUTERS_SUFFIX-$kind-$d
+    states=$WORK/states/$SCALE/$run-$d
     step "$states" groc dump "$src" "$WORK/$d" --split "$split" --vocab union -o "$states" "${extra[@]}"
-    ev=$WORK/evals/$SCALE/table5$REUTERS_SUFFIX-$kind-$d
+    ev=$evals-$d
     capture "$ev-base.json" groc eval "$src" "$WORK/$d" --states "$states"
     capture "$ev-unigram.json" groc eval "$src" "$WORK/$d" --states "$states" "${dw[@]}" "${CACHE_UNIGRAM[@]}"
     capture "$ev-local.json" groc eval "$src" "$WORK/$d" --states "$states" "${dw[@]}" "${CACHE_LOCAL[@]}"
   done
   # Low-resource: finetune on each domain's own training text (news: WMT 2009-2012), test as above.
   for ft in news-ft "${FAR_DOMAINS[@]}"; do
-    tuned=$WORK/runs/$SCALE/reuters$REUTERS_SUFFIX-$kind-ft-$ft
-    finetune "$src" "$WORK/$ft" "$tuned" "${FT_BUDGET[@]}" "${extra[@]}"
+    finetune "$src" "$WORK/$ft" "$src-ft-$ft" "${FT_BUDGET[@]}" "${extra[@]}"
   done
   for d in "${TESTS[@]}"; do
     case $d in news*) ft=news-ft ;; *) ft=$d ;; esac
-    capture "$WORK/evals/$SCALE/table5$REUTERS_SUFFIX-$kind-$d-finetuned.json" groc eval "$WORK/runs/$SCALE/reuters$REUTERS_SUFFIX-$kind-ft-$ft" "$WORK/$d" \
+    capture "$evals-$d-finetuned.json" groc eval "$src-ft-$ft" "$WORK/$d" \
       --split test --vocab union "${extra[@]}"
   done
   # The unbounded cache last: its FAISS index training and search are the slowest stages.
   for d in "${TESTS[@]}"; do
-    capture "$WORK/evals/$SCALE/table5$REUTERS_SUFFIX-$kind-$d-unbounded.json" groc eval "$src" "$WORK/$d" \
-      --states "$WORK/states/$SCALE/reuters$REUTERS_SUFFIX-$kind-$d" "${dw[@]}" "${CACHE_UNBOUNDED[@]}"
+    capture "$evals-$d-unbounded.json" groc eval "$src" "$WORK/$d" \
+      --states "$WORK/states/$SCALE/$run-$d" "${dw[@]}" "${CACHE_UNBOUNDED[@]}"
   done
 done
 stop_if_some_kinds

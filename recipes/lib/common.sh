@@ -19,8 +19,9 @@ case "$SCALE" in
   small|paper) ;;
   *) echo "$NAME: SCALE must be small or paper, not '$SCALE'" >&2; exit 2 ;;
 esac
-case "${REUTERS_MIN_COUNT:-2}" in
-  ''|*[!0-9]*|0*) echo "$NAME: REUTERS_MIN_COUNT must be a whole number of at least 1, not '${REUTERS_MIN_COUNT:-}'" >&2; exit 2 ;;
+REUTERS_MIN_COUNT=${REUTERS_MIN_COUNT:-2}  # the Reuters source domain's --min-count (see reuters() below)
+case "$REUTERS_MIN_COUNT" in
+  *[!0-9]*|0*) echo "$NAME: REUTERS_MIN_COUNT must be a whole number of at least 1, not '$REUTERS_MIN_COUNT'" >&2; exit 2 ;;
 esac
 [ -d "$DATA" ] || { echo "$NAME: DATA=$DATA is not a directory (see ../shared/data/README.md)" >&2; exit 2; }
 OUT=$RESULTS/$NAME
@@ -181,7 +182,6 @@ far_files() {
 # evaluations, and the lexicon over every cross-domain vocabulary ($CROSSDOMAIN_LEX; GroC refuses
 # a lexicon that lacks any of its training words). So runs on different Reuters vocabularies
 # never stand in for each other, and all of them can share one WORK.
-REUTERS_MIN_COUNT=${REUTERS_MIN_COUNT:-2}
 REUTERS_SUFFIX=""; [ "$REUTERS_MIN_COUNT" = 1 ] || REUTERS_SUFFIX=-min$REUTERS_MIN_COUNT
 REUTERS=$WORK/reuters$REUTERS_SUFFIX
 CROSSDOMAIN_LEX=$WORK/crossdomain$REUTERS_SUFFIX.lexicon.parquet
