@@ -9,6 +9,8 @@ carry their provenance as JSON in the schema metadata (as Hugging Face `datasets
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -27,15 +29,139 @@ from .errors import GrocError
 METADATA_KEY = b"groc"
 
 
-def check_destination(path: Path, force: bool, flag: str = "-o") -> None:
-    """Refuse to overwrite an existing output unless --force, and check the parent is writable."""
-    if path.exists() and not force:
-        raise GrocError(f"output {path} already exists; choose another {flag} or pass --force to replace it")
+#: What each stage writes, as `output_kind` names an existing path: `--force` replaces an output
+#: only with one of the same kind (GUIDE 13), never a run directory with a text file.
+DIRECTORY_KINDS = {("manifest.json", "groc-dataset"): "dataset directory", ("config.json", "groc-run"): "run directory",
+                   ("meta.json", "groc-states"): "states directory"}
+STAGE_KINDS = {"lexicon": "lexicon table", "eval": "per-token table", "eval --grid": "grid table",
+               "compare": "comparison table"}
+
+
+def output_kind(path: Path) -> str:
+    """What an existing path is, in the words the --force check uses: a groc output by its marker
+    file or Parquet stage, a part of a groc output directory, or a plain file or directory."""
+    path = Path(path)
+    is_dir = path.is_dir()
+    if is_dir and (kind := _directory_kind(path)):
+        return kind
+    parquet = not is_dir and _is_parquet(path)
+    if parquet:
+        try:
+            stage = read_metadata(path).get("stage")
+        except Exception:  # a damaged or foreign Parquet file is still a Parquet file
+            stage = None
+        if stage in STAGE_KINDS:
+            return STAGE_KINDS[stage]
+    for parent in Path(os.path.abspath(path)).parents:
+        if kind := _directory_kind(parent):
+            return f"part of the {kind} {parent}"
+    return "directory" if is_dir else "Parquet file" if parquet else "file"
+
+
+def _directory_kind(path: Path) -> str | None:
+    for (marker, form), kind in DIRECTORY_KINDS.items():
+        try:
+            with open(path / marker, "rb") as handle:
+                if json.loads(handle.read(1 << 20)).get("format") == form:
+                    return kind
+        except (OSError, ValueError, AttributeError):
+            continue
+    return None
+
+
+def _is_parquet(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def check_destination(path: Path, force: bool, flag: str = "-o", kind: str | None = None,
+                      inputs: tuple = ()) -> None:
+    """Refuse an output that is one of the stage's inputs (or holds one), an existing output
+    without --force, an existing path of another kind even with --force; check the parent."""
+    path = Path(path)
+    real = os.path.realpath(path)
+    for given in inputs:
+        if given is None or str(given) == "-":
+            continue
+        other = os.path.realpath(given)
+        if _within(real, other) or _within(other, real):
+            raise GrocError(f"{flag} {path} is (or holds) the input {given}; choose another {flag}")
+    if path.exists() or path.is_symlink():
+        if not force:
+            raise GrocError(f"output {path} already exists; choose another {flag} or pass --force to replace it")
+        found = output_kind(path)
+        empty_dir = found == "directory" and not any(path.iterdir())
+        if kind is not None and found != kind and not (empty_dir and kind.endswith("directory")):
+            raise GrocError(f"{flag} {path} is a {found}, not a {kind}; --force replaces only a {kind}: "
+                            f"choose another {flag}")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.exists():
         raise GrocError(f"output directory {parent} does not exist; create it first (mkdir -p {parent})")
     if not os.access(parent, os.W_OK):
         raise GrocError(f"cannot write to {parent}: permission denied; choose another {flag}")
+
+
+class OutputBusy(GrocError):
+    """Another process holds an output's lock."""
+
+
+def _lock_path(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def output_lock(path: Path, flag: str = "-o") -> Iterator[None]:
+    """Hold an exclusive lock on `path` (a `.NAME.lock` file beside it) for the block, or refuse at
+    once if another process holds it: one writer per output (GUIDE 13). The lock file is removed on
+    release; a process that took the lock checks that its file is still the one at that name, so a
+    waiter that opened a file just unlinked cannot share the lock."""
+    lock = _lock_path(path)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise OutputBusy(f"{flag} {path} is being written by another groc process{f' (pid {owner})' if owner else ''}; "
+                             f"wait for it to finish or choose another {flag}") from None
+        except OSError:
+            os.close(fd)
+            raise
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def claim_output(path: Path, force: bool, flag: str = "-o", kind: str | None = None,
+                 inputs: tuple = ()) -> Iterator[None]:
+    """check_destination, then hold the output's lock for the block and check again under it (a
+    writer that finished meanwhile made the output exist)."""
+    check_destination(path, force, flag, kind, inputs)
+    with output_lock(path, flag):
+        check_destination(path, force, flag, kind, inputs)
+        yield
 
 
 def _umask() -> int:
@@ -44,7 +170,8 @@ def _umask() -> int:
     return mask
 
 
-def _replace(tmp: Path, final: Path) -> None:
+def replace_path(tmp: Path, final: Path) -> None:
+    """Move `tmp` to `final`, replacing what is there (the old entry is removed only after the swap)."""
     # mkstemp/mkdtemp create private (0600/0700) entries; give the result ordinary permissions.
     os.chmod(tmp, (0o777 if tmp.is_dir() else 0o666) & ~_umask())
     if final.exists():
@@ -60,49 +187,102 @@ def _replace(tmp: Path, final: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_dir(final: Path) -> Iterator[Path]:
-    """Yield a temporary directory beside `final`; move it into place only if the block succeeds."""
+def _aside(final: Path, directory: bool) -> Iterator[Path]:
+    """A new temporary file or directory beside `final`, swapped into place only if the block
+    succeeds and removed otherwise; a full disk becomes one line naming `final`."""
     final = Path(final)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.incomplete-", dir=final.parent if str(final.parent) else "."))
+    parent = final.parent if str(final.parent) else Path(".")
+    prefix = f".{final.name}.incomplete-"
+    if directory:
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    else:
+        fd, name = tempfile.mkstemp(prefix=prefix, dir=parent)
+        os.close(fd)
+        tmp = Path(name)
     try:
         yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as exc:
+        written = _size(tmp)
+        _remove(tmp)
+        if disk_full(exc, parent):
+            raise DiskFull(final, written) from None
         raise
-    _replace(tmp, final)
+    replace_path(tmp, final)
+
+
+def atomic_dir(final: Path):
+    """Yield a temporary directory beside `final`; move it into place only if the block succeeds."""
+    return _aside(final, directory=True)
+
+
+def atomic_path(final: Path):
+    """Yield a temporary *path* beside `final` (for writers that open files themselves); rename it
+    into place only if the block succeeds."""
+    return _aside(final, directory=False)
 
 
 @contextlib.contextmanager
 def atomic_file(final: Path, mode: str = "wb") -> Iterator[Any]:
     """Yield an open temporary file beside `final`; rename it into place only if the block succeeds."""
-    final = Path(final)
-    fd, name = tempfile.mkstemp(prefix=f".{final.name}.incomplete-", dir=final.parent if str(final.parent) else ".")
-    tmp = Path(name)
+    with _aside(final, directory=False) as tmp, open(tmp, mode) as handle:
+        yield handle
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     try:
-        with os.fdopen(fd, mode) as handle:
-            yield handle
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _replace(tmp, final)
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
-def atomic_path(final: Path):
-    """Like atomic_file, but yields a temporary *path* (for writers that open files themselves)."""
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
-    @contextlib.contextmanager
-    def _ctx() -> Iterator[Path]:
-        fd, name = tempfile.mkstemp(prefix=f".{Path(final).name}.incomplete-", dir=Path(final).parent if str(Path(final).parent) else ".")
-        os.close(fd)
-        tmp = Path(name)
-        try:
-            yield tmp
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        _replace(tmp, Path(final))
 
-    return _ctx()
+def disk_full(exc: BaseException, where: Path) -> bool:
+    """Whether `exc` came from a full disk. Libraries word it differently: OSError's ENOSPC,
+    pyarrow's "No space left", safetensors' "StorageFull", torch.save's bare "file write
+    failed"; the last is only believed when the filesystem has (almost) no space left."""
+    if isinstance(exc, DiskFull) or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if not isinstance(exc, Exception):
+        return False
+    text = str(exc)
+    if "No space left" in text or "StorageFull" in text or "os error 28" in text:
+        return True
+    try:
+        return "write" in text and shutil.disk_usage(where).free < (1 << 20)
+    except OSError:
+        return False
+
+
+class DiskFull(GrocError):
+    """No space left while writing an output; nothing of it was kept."""
+
+    exit_code = 1
+
+    def __init__(self, path: Path, needed: int, free: int | None = None):
+        self.path = Path(path)
+        if free is None:
+            try:
+                free = shutil.disk_usage(self.path.parent if str(self.path.parent) else ".").free
+            except OSError:
+                free = 0
+        super().__init__(f"no space left on the device of {path}: it needs more than {needed:,} bytes and "
+                         f"{free:,} are free; nothing was written there (free some space or choose another path)")
+
+
+def require_space(path: Path, needed: int) -> None:
+    """Refuse before work when `needed` bytes will not fit beside `path`."""
+    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    free = shutil.disk_usage(parent).free
+    if needed > free:
+        raise DiskFull(path, needed, free)
 
 
 def provenance(stage: str, **fields: Any) -> dict:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 
 import typer
 
@@ -13,7 +15,7 @@ except ImportError:  # older typer depends on click itself
     from click import exceptions as click_exceptions
 
 from . import __version__
-from .errors import GrocError
+from .errors import GrocError, Terminated
 
 app = typer.Typer(
     name="groc",
@@ -64,18 +66,43 @@ def _register() -> None:
 _register()
 
 
+_signals: list[BaseException] = []
+
+
+def _on_signal(signum, frame) -> None:
+    # SIGTERM unwinds like Ctrl-C, so that half-written outputs are removed and training says
+    # where its last checkpoint is, rather than dying where it stands.
+    exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    _signals.append(exc)
+    raise exc
+
+
+def _interrupted(exc: BaseException | None) -> int:
+    if isinstance(exc, Terminated):
+        print("groc: terminated", file=sys.stderr)
+        return 143
+    print("groc: interrupted", file=sys.stderr)
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(app)
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or os.environ.get("GROC_DEBUG") == "1"
+    if threading.current_thread() is threading.main_thread():
+        _signals.clear()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, _on_signal)
     try:
         result = command.main(args=args, prog_name="groc", standalone_mode=False)
+        if _signals:  # typer turns Ctrl-C (and so our SIGTERM) into a silent return of 130
+            return _interrupted(_signals[-1])
         return result if isinstance(result, int) else 0
     except typer.Exit as exc:
         return exc.exit_code
-    except typer.Abort:
-        print("groc: interrupted", file=sys.stderr)
-        return 130
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        return _interrupted(exc if isinstance(exc, KeyboardInterrupt) else exc.__cause__)
     except click_exceptions.UsageError as exc:
         if not exc.format_message():  # no arguments at all: the help was already shown
             return 2
@@ -90,9 +117,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"groc: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("groc: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # The reader of our stdout went away (e.g. `groc tokenize | head`): not an error.
         devnull = os.open(os.devnull, os.O_WRONLY)

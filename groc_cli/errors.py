@@ -5,3 +5,7 @@ class GrocError(Exception):
     """An error caused by the user's input or environment, with a message that names the fix."""
 
     exit_code = 2
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is so that it cleans up as after Ctrl-C (exit status 143)."""

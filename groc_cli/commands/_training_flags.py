@@ -2,21 +2,46 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 
 import typer
 
 from ..console import err, log
+from ..errors import GrocError
 from ..training.loop import TrainConfig
 
 
-def train_config(lr, batch_size, eval_batch_size, bptt, clip, max_epochs, lr_decay, lr_patience, patience,
+def train_config(ctx, lr, batch_size, eval_batch_size, bptt, clip, max_epochs, lr_decay, lr_patience, patience,
                  max_tokens, max_minutes, seed, amp, checkpoint_every, log_every, deterministic) -> TrainConfig:
-    return TrainConfig(lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size, bptt=bptt, clip=clip,
-                       max_epochs=max_epochs, lr_decay=lr_decay, lr_patience=lr_patience, patience=patience,
-                       max_tokens=max_tokens, max_minutes=max_minutes, seed=seed, amp=amp,
-                       checkpoint_every=checkpoint_every, log_every=log_every, deterministic=deterministic)
+    with setting_errors(ctx):
+        return TrainConfig(lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size, bptt=bptt, clip=clip,
+                           max_epochs=max_epochs, lr_decay=lr_decay, lr_patience=lr_patience, patience=patience,
+                           max_tokens=max_tokens, max_minutes=max_minutes, seed=seed, amp=amp,
+                           checkpoint_every=checkpoint_every, log_every=log_every, deterministic=deterministic)
+
+
+def flags(ctx) -> dict[str, str]:
+    """Each parameter of the command by its setting name, with the flag that sets it."""
+    return {p.name: max(p.opts, key=len) for p in ctx.command.params if p.opts and p.opts[0].startswith("-")}
+
+
+def given(ctx) -> dict[str, str]:
+    """The settings given on the command line (not left at their defaults), with their flags."""
+    return {name: flag for name, flag in flags(ctx).items()
+            if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"}
+
+
+@contextlib.contextmanager
+def setting_errors(ctx):
+    """The library's validation names a setting ("lr must be ..."); say the command's flag instead."""
+    try:
+        yield
+    except ValueError as exc:
+        name, _, rest = str(exc).partition(" ")
+        flag = flags(ctx).get(name)
+        raise GrocError(f"{flag} {rest}" if flag else str(exc)) from None
 
 
 class StepProgress:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from ..artifacts import atomic_path, check_destination, provenance, write_parquet
+from ..artifacts import atomic_path, claim_output, provenance, write_parquet
 from ..console import emit_json, err, log
 from ..errors import GrocError
 from ..evaluation.compare import DEFAULT_EDGES, compare, parse_bins, rows_table, settings_differ
@@ -84,36 +85,37 @@ def compare_command(
     edges = parse_bins(bins)
     if names is not None and len(names.split(",")) != 2:
         raise GrocError(f"--names {names!r}: give two names separated by a comma, e.g. --names tied,groc")
-    for path, flag in ((output, "-o"), (plot, "--plot")):
-        if path is not None:
-            check_destination(path, force, flag)
-    if plot is not None:
-        from ..plots import require_matplotlib
+    with contextlib.ExitStack() as outputs:
+        for path, flag, what in ((output, "-o", "comparison table"), (plot, "--plot", "file")):
+            if path is not None:
+                outputs.enter_context(claim_output(path, force, flag, what, inputs=(a, b)))
+        if plot is not None:
+            from ..plots import require_matplotlib
 
-        require_matplotlib()
+            require_matplotlib()
 
-    result = compare(a, b, edges, column=column, freq_from=freq_from)
-    name_a, name_b = names.split(",") if names else (_name(result["a"]), _name(result["b"]))
-    for key in ("vocab", "cache"):
-        if settings_differ(result, key):
-            log(f"warning: A and B were evaluated with different --{key} ({result['a'][key]} vs {result['b'][key]})")
-    _print_table(result, name_a, name_b)
+        result = compare(a, b, edges, column=column, freq_from=freq_from)
+        name_a, name_b = names.split(",") if names else (_name(result["a"]), _name(result["b"]))
+        for key in ("vocab", "cache"):
+            if settings_differ(result, key):
+                log(f"warning: A and B were evaluated with different --{key} ({result['a'][key]} vs {result['b'][key]})")
+        _print_table(result, name_a, name_b)
 
-    if output is not None:
-        meta = provenance("compare", a=result["a"], b=result["b"], dataset_checksum=result["dataset_checksum"],
-                          split=result["split"], column=result["column"], freq_from=freq_from, edges=list(edges),
-                          sign=result["sign"], overall=_finite(result["overall"]))
-        with atomic_path(output) as tmp:
-            write_parquet(rows_table(result["bins"]), tmp, meta)
-    if plot is not None:
-        from ..plots import bar_by_bin
+        if output is not None:
+            meta = provenance("compare", a=result["a"], b=result["b"], dataset_checksum=result["dataset_checksum"],
+                              split=result["split"], column=result["column"], freq_from=freq_from, edges=list(edges),
+                              sign=result["sign"], overall=_finite(result["overall"]))
+            with atomic_path(output) as tmp:
+                write_parquet(rows_table(result["bins"]), tmp, meta)
+        if plot is not None:
+            from ..plots import bar_by_bin
 
-        bar_by_bin(result["bins"], plot,
-                   title=f"{name_b} vs {name_a}: median loss({name_b}) − loss({name_a}); negative = {name_b} better",
-                   xlabel=f"training frequency (in {name_a if freq_from == 'a' else name_b}'s training data)",
-                   ylabel="median Δ loss (nats)" + (", before the cache" if column == "model" else ""))
-    emit_json(_finite({**result, "names": [name_a, name_b], "output": str(output) if output else None,
-                       "plot": str(plot) if plot else None}))
+            bar_by_bin(result["bins"], plot,
+                       title=f"{name_b} vs {name_a}: median loss({name_b}) − loss({name_a}); negative = {name_b} better",
+                       xlabel=f"training frequency (in {name_a if freq_from == 'a' else name_b}'s training data)",
+                       ylabel="median Δ loss (nats)" + (", before the cache" if column == "model" else ""))
+        emit_json(_finite({**result, "names": [name_a, name_b], "output": str(output) if output else None,
+                           "plot": str(plot) if plot else None}))
 
 
 def register(app: typer.Typer) -> None:

@@ -21,6 +21,7 @@ EPILOG = """[bold]Examples[/bold]
 
 
 def finetune(
+    ctx: typer.Context,
     run: Path = typer.Argument(..., help="Trained run directory."),
     dataset: Path = typer.Argument(..., help="Target-domain dataset directory (with a train split)."),
     output_dir: Path = typer.Option(..., "-o", "--output-dir", help="New run directory."),
@@ -35,9 +36,10 @@ def finetune(
     """Finetune a trained model on new data; new words are composed (groc) or get random rows (table outputs)."""
     if resume and force:
         raise GrocError("--resume and --force contradict each other; pick one")
-    train_config = F.train_config(lr, batch_size, eval_batch_size, bptt, clip, max_epochs, lr_decay, lr_patience,
+    train_config = F.train_config(ctx, lr, batch_size, eval_batch_size, bptt, clip, max_epochs, lr_decay, lr_patience,
                                   patience, max_tokens, max_minutes, seed, amp, checkpoint_every, log_every, deterministic)
-    summary = finetune_run(run, dataset, output_dir, train_config, lexicon, device, resume, force, F.StepProgress(log_every))
+    summary = finetune_run(run, dataset, output_dir, train_config, lexicon, device, resume, force, F.StepProgress(log_every),
+                           given=F.given(ctx))
     if json_out:
         emit_json(summary)
 

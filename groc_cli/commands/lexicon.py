@@ -9,7 +9,7 @@ from typing import Optional
 import pyarrow as pa
 import typer
 
-from ..artifacts import atomic_path, check_destination, provenance, write_parquet
+from ..artifacts import atomic_path, claim_output, provenance, write_parquet
 from ..console import emit_json, log, progress
 from ..lexicon.extract import LexiconOptions, all_single_word_lemmas, build_entries, coverage, keep_fraction
 from ..lexicon.wordnet import open_wordnet
@@ -39,50 +39,50 @@ def lexicon(
     json_out: bool = typer.Option(False, "--json", help="Print coverage and counts as JSON on stdout."),
 ) -> None:
     """Extract each word's WordNet relations (synonyms, hyponyms) and definition into a Parquet table."""
-    check_destination(output, force)
-    words, report_on = None, None
-    if vocab:
-        words, report_on = [], []
-        for item in vocab:
-            listed, training = vocab_for_lexicon(item)
-            words.extend(listed)
-            report_on.extend(training)
-        words, report_on = list(dict.fromkeys(words)), list(dict.fromkeys(report_on))
-    start = time.perf_counter()
-    source = open_wordnet(wordnet)
-    log(f"WordNet {source.version} from {source.description}")
-    if words is None:
-        words = report_on = all_single_word_lemmas(source.reader)
-    options = LexiconOptions(max_relations=max_relations, max_definition=max_definition, lower=lower)
-    with progress("lexicon", total=len(words), unit="words") as advance:
-        entries = build_entries(source.reader, words, options, jobs=jobs, progress=advance)
-    if fraction < 1.0:
-        entries = keep_fraction(entries, fraction, seed)
-    cov = coverage(entries, report_on)
-    table = pa.table(
-        {
-            "word": pa.array([e.word for e in entries], type=pa.string()),
-            "synset": pa.array([e.synset for e in entries], type=pa.string()),
-            "relations": pa.array([e.relations for e in entries], type=pa.list_(pa.string())),
-            "definition": pa.array([e.definition for e in entries], type=pa.list_(pa.string())),
-        }
-    )
-    meta = provenance(
-        "lexicon",
-        wordnet=source.description, wordnet_version=source.version,
-        arguments={"vocab": [str(v) for v in vocab] if vocab else None, "max_relations": max_relations, "max_definition": max_definition,
-                   "lower": lower, "keep_fraction": fraction, "seed": seed},
-        coverage=cov,
-    )
-    with atomic_path(output) as tmp:
-        write_parquet(table, tmp, meta)
-    seconds = time.perf_counter() - start
-    log(
-        f"wrote {output}: {len(entries):,} words; of the {cov['vocab_size']:,}-word vocabulary, relations for "
-        f"{100 * cov['relations_coverage']:.1f}% and definitions for {100 * cov['definition_coverage']:.1f}% ({seconds:.1f}s)"
-    )
-    if json_out:
-        emit_json({"output": str(output), "words": len(entries), "seconds": round(seconds, 2), **cov})
+    with claim_output(output, force, kind="lexicon table", inputs=tuple(vocab or ())):
+        words, report_on = None, None
+        if vocab:
+            words, report_on = [], []
+            for item in vocab:
+                listed, training = vocab_for_lexicon(item)
+                words.extend(listed)
+                report_on.extend(training)
+            words, report_on = list(dict.fromkeys(words)), list(dict.fromkeys(report_on))
+        start = time.perf_counter()
+        source = open_wordnet(wordnet)
+        log(f"WordNet {source.version} from {source.description}")
+        if words is None:
+            words = report_on = all_single_word_lemmas(source.reader)
+        options = LexiconOptions(max_relations=max_relations, max_definition=max_definition, lower=lower)
+        with progress("lexicon", total=len(words), unit="words") as advance:
+            entries = build_entries(source.reader, words, options, jobs=jobs, progress=advance)
+        if fraction < 1.0:
+            entries = keep_fraction(entries, fraction, seed)
+        cov = coverage(entries, report_on)
+        table = pa.table(
+            {
+                "word": pa.array([e.word for e in entries], type=pa.string()),
+                "synset": pa.array([e.synset for e in entries], type=pa.string()),
+                "relations": pa.array([e.relations for e in entries], type=pa.list_(pa.string())),
+                "definition": pa.array([e.definition for e in entries], type=pa.list_(pa.string())),
+            }
+        )
+        meta = provenance(
+            "lexicon",
+            wordnet=source.description, wordnet_version=source.version,
+            arguments={"vocab": [str(v) for v in vocab] if vocab else None, "max_relations": max_relations, "max_definition": max_definition,
+                       "lower": lower, "keep_fraction": fraction, "seed": seed},
+            coverage=cov,
+        )
+        with atomic_path(output) as tmp:
+            write_parquet(table, tmp, meta)
+        seconds = time.perf_counter() - start
+        log(
+            f"wrote {output}: {len(entries):,} words; of the {cov['vocab_size']:,}-word vocabulary, relations for "
+            f"{100 * cov['relations_coverage']:.1f}% and definitions for {100 * cov['definition_coverage']:.1f}% ({seconds:.1f}s)"
+        )
+        if json_out:
+            emit_json({"output": str(output), "words": len(entries), "seconds": round(seconds, 2), **cov})
 
 
 def register(app: typer.Typer) -> None:

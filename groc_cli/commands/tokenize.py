@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ..artifacts import atomic_file, check_destination
+from ..artifacts import atomic_file, claim_output
 from ..errors import GrocError
 from ..text.io import open_input
 from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_lines
@@ -44,8 +44,7 @@ def tokenize(
         out.flush()
         return
     target = Path(output)
-    check_destination(target, force)
-    with atomic_file(target, "w") as handle:
+    with claim_output(target, force, kind="file", inputs=(input,)), atomic_file(target, "w") as handle:
         for line in lines:
             handle.write(line + "\n")
 

@@ -35,6 +35,7 @@ def _cutoffs(text: Optional[str]) -> Optional[list[int]]:
 
 
 def train(
+    ctx: typer.Context,
     dataset: Path = typer.Argument(..., help="Dataset directory from 'groc prepare'."),
     output_dir: Path = typer.Option(..., "-o", "--output-dir", help="Run directory to create."),
     output: str = typer.Option("tied", "--output", help=f"Output layer: {', '.join(KINDS)}."),
@@ -72,19 +73,17 @@ def train(
         raise GrocError("--lexicon is used by --output groc only")
     if resume and force:
         raise GrocError("--resume and --force contradict each other; pick one")
-    try:
+    with F.setting_errors(ctx):
         model_config = ModelConfig(
             output=output, emb=emb, hidden=hidden, layers=layers, dropout=dropout, emb_dropout=emb_dropout,
             out_dropout=out_dropout, out_depth=out_depth, out_activation=out_activation, projection_reg=projection_reg,
             cutoffs=_cutoffs(cutoffs), adaptive_div=adaptive_div, correction=correction, relations=relations,
             definitions=definitions, update_prob=update_prob, highway_layers=highway_layers, init_range=init_range,
         )
-    except ValueError as exc:
-        raise GrocError(str(exc)) from None
-    train_config = F.train_config(lr, batch_size, eval_batch_size, bptt, clip, max_epochs, lr_decay, lr_patience,
+    train_config = F.train_config(ctx, lr, batch_size, eval_batch_size, bptt, clip, max_epochs, lr_decay, lr_patience,
                                   patience, max_tokens, max_minutes, seed, amp, checkpoint_every, log_every, deterministic)
     summary = train_new(dataset, output_dir, model_config, train_config, lexicon, device, resume, force,
-                        F.StepProgress(log_every))
+                        F.StepProgress(log_every), given=F.given(ctx))
     if json_out:
         emit_json(summary)
 

@@ -27,7 +27,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
-from ..artifacts import check_destination, provenance
+from ..artifacts import claim_output, provenance
 from ..caches import CACHE_KINDS, UnboundedCache as UNBOUNDED, interpolate, make_cache
 from ..console import log, progress
 from ..errors import GrocError
@@ -326,7 +326,15 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
              grid_out: Path | None = None) -> dict:
     """Evaluate; returns the JSON summary. With ``states_dir``, --vocab and --split default
     to the states' own (``*_given`` False). With ``s.grid`` every combination is scored in
-    the same pass; the summary's perplexity is the best one's and ``grid`` lists them all."""
+    the same pass; the summary's perplexity is the best one's and ``grid`` lists them all.
+    Each output file is locked from its check until it is written (one writer per output)."""
+    with contextlib.ExitStack() as outputs:
+        return _evaluate(run_dir, dataset_dir, s, per_token, force, states_dir, vocab_given, split_given, grid_out,
+                         outputs)
+
+
+def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_dir, vocab_given, split_given, grid_out,
+              outputs: contextlib.ExitStack) -> dict:
     started = time.perf_counter()
     run = Run(run_dir)
     dataset = open_dataset(dataset_dir)
@@ -350,16 +358,15 @@ def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path 
         have = ", ".join(dataset.manifest["splits"]) or "none"
         raise GrocError(f"dataset {dataset.path} has no {s.split} split (it has: {have}); choose another --split")
     validate(s, kind)
-    if per_token is not None:
-        check_destination(Path(per_token), force, "--per-token")
-        if s.grid is not None:
-            raise GrocError("--per-token records one setting: drop --grid, or evaluate the best grid setting again with --per-token")
-    if grid_out is not None:
-        if s.grid is None:
-            raise GrocError("--grid-out needs --grid")
-        check_destination(Path(grid_out), force, "--grid-out")
-    if s.index_save:
-        check_destination(Path(s.index_save), force, "--index-save")
+    if per_token is not None and s.grid is not None:
+        raise GrocError("--per-token records one setting: drop --grid, or evaluate the best grid setting again with --per-token")
+    if grid_out is not None and s.grid is None:
+        raise GrocError("--grid-out needs --grid")
+    inputs = (run_dir, dataset_dir, states_dir, s.lexicon, s.index_load)
+    for path, flag, what in ((per_token, "--per-token", "per-token table"), (grid_out, "--grid-out", "grid table"),
+                             (s.index_save, "--index-save", "file")):
+        if path is not None:
+            outputs.enter_context(claim_output(Path(path), force, flag, what, inputs))
     lexicon = load_lexicon(s.lexicon, kind)
     dim = run.model_config.emb
     index = check_index_string(s.index, dim) if s.cache == "unbounded" else None

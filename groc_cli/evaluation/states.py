@@ -15,6 +15,7 @@ Row t is the prediction of split position t + 1 (position 0 is context only).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..artifacts import atomic_dir, check_destination, provenance, read_json, sha256_file, write_json, write_parquet
+from ..artifacts import (atomic_dir, claim_output, provenance, read_json, require_space, sha256_file,
+                         write_json, write_parquet)
 from ..console import log
 from ..errors import GrocError
 from ..text.dataset import Dataset, open_dataset
@@ -54,7 +56,13 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
     if not dataset.has_split(split):
         have = ", ".join(dataset.manifest["splits"]) or "none"
         raise GrocError(f"dataset {dataset.path} has no {split} split (it has: {have}); choose another --split")
-    check_destination(Path(out_dir), force)
+    out_dir = Path(out_dir)
+    with claim_output(out_dir, force, "-o", "states directory", inputs=(run_dir, dataset_dir, lexicon)):
+        return _dump(run, dataset, split, out_dir, vocab_mode, dtype, checkpoint, chunk, device, lexicon, started)
+
+
+def _dump(run: Run, dataset: Dataset, split: str, out_dir: Path, vocab_mode: str, dtype: str, checkpoint: str,
+          chunk: int, device: str, lexicon: Path | None, started: float) -> dict:
     lexicon_table = load_lexicon(lexicon, run.model_config.output)
     from .perplexity import resolve_device
 
@@ -91,11 +99,12 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
             **({"new_mass": {"shape": [n], "dtype": "float64"}} if new_mass else {}),
         },
     }
+    sizes = [int(np.prod(spec["shape"])) * np.dtype(spec["dtype"]).itemsize for spec in meta["files"].values()]
+    # vocab.parquet takes at most its words' bytes plus 4 a word; 64 KiB covers the headers and meta.json.
+    require_space(out_dir, sum(sizes) + sum(len(w.encode()) + 4 for w in vocab.words) + (1 << 16))
     log(f"dumping {n:,} {dim}-dimensional states of the {split} split ({vocab_mode} vocabulary, {dtype})")
-    with atomic_dir(Path(out_dir)) as tmp:
-        arrays = {name: np.lib.format.open_memmap(tmp / f"{name}.npy", mode="w+", dtype=spec["dtype"],
-                                                  shape=tuple(spec["shape"]))
-                  for name, spec in meta["files"].items()}
+    with atomic_dir(out_dir) as tmp:
+        arrays = {name: _reserved_memmap(tmp / f"{name}.npy", spec) for name, spec in meta["files"].items()}
         for c in model_chunks(model, vocab, dev, chunk):
             rows = slice(c.start, c.start + len(c))
             arrays["hidden"][rows] = c.hidden
@@ -112,6 +121,16 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
         write_json(meta, tmp / "meta.json")
     log(f"wrote {out_dir}: {n:,} states in {meta['seconds']:.1f}s")
     return {**meta, "output": str(out_dir)}
+
+
+def _reserved_memmap(path: Path, spec: dict) -> np.memmap:
+    """A writable .npy memory map whose blocks are allocated on disk before anything is written:
+    a memory-mapped write into a sparse file on a full disk kills the process with SIGBUS, while
+    posix_fallocate fails with ENOSPC, which atomic_dir reports in one line."""
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=spec["dtype"], shape=tuple(spec["shape"]))
+    with open(path, "r+b") as handle:
+        os.posix_fallocate(handle.fileno(), 0, handle.seek(0, os.SEEK_END))
+    return array
 
 
 @dataclass

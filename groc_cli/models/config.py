@@ -70,12 +70,15 @@ class ModelConfig:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if not 0.0 <= self.update_prob <= 1.0:
             raise ValueError(f"update_prob must be in [0, 1], got {self.update_prob}")
-        if self.projection_reg < 0:
+        if not self.projection_reg >= 0 or self.projection_reg == float("inf"):
             raise ValueError(f"projection_reg must be >= 0, got {self.projection_reg}")
-        if self.adaptive_div < 1:
+        if not 0 <= self.init_range < float("inf"):
+            raise ValueError(f"init_range must be a finite number >= 0, got {self.init_range}")
+        if not 1 <= self.adaptive_div < float("inf"):
             raise ValueError(f"adaptive_div must be >= 1, got {self.adaptive_div}")
-        if self.correction < 0 or self.highway_layers < 0:
-            raise ValueError("correction and highway_layers must be >= 0")
+        for name in ("correction", "highway_layers"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not self.char_filters or any(w < 1 or n < 1 for w, n in self.char_filters):
             raise ValueError(f"char_filters must be non-empty (width, count) pairs >= 1, got {self.char_filters}")
         if self.cutoffs is not None and (

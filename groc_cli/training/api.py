@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow.parquet as pq
 import torch
 import torch.distributed as dist
 
 from .. import __version__
-from ..artifacts import read_metadata, sha256_file, write_json
+from ..artifacts import check_destination, disk_full, output_lock, read_metadata, replace_path, sha256_file, write_json
 from ..console import log
 from ..errors import GrocError
 from ..models import Lexicon, ModelConfig, build_model
@@ -104,7 +108,17 @@ def _param_report(model) -> int:
 
 
 def train_new(dataset_dir: Path, run_dir: Path, model_config: ModelConfig, train_config: TrainConfig,
-              lexicon_path: Path | None, device_name: str, resume: bool, force: bool, progress) -> dict:
+              lexicon_path: Path | None, device_name: str, resume: bool, force: bool, progress,
+              given: dict | None = None) -> dict:
+    """Train a new run (or resume one). `given` maps the settings the user gave explicitly to the
+    flag that gave them, so that --resume can refuse those that differ from the run's."""
+    with _run_lock(run_dir):
+        return _train_new(dataset_dir, Path(run_dir), model_config, train_config, lexicon_path, device_name, resume,
+                          force, progress, given or {})
+
+
+def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, device_name, resume, force, progress,
+               given) -> dict:
     device = resolve_device(device_name)
     tune_allocator()
     rank, world, device = init_distributed(device)
@@ -116,12 +130,16 @@ def train_new(dataset_dir: Path, run_dir: Path, model_config: ModelConfig, train
         run = Run(run_dir)
         if run.config["dataset"]["checksum"] != dataset.checksum:
             raise GrocError(f"--resume: run {run_dir} was trained on another dataset (checksum differs from {dataset_dir})")
+        _check_resumed_settings(run.config, model_config=model_config, train_config=train_config, given=given)
         model_config = run.model_config
         train_config = TrainConfig.from_dict({**run.config["train"], **_budget_overrides(train_config)})
         lexicon_path = run.lexicon_path
     else:
-        _check_new_run_dir(run_dir, force, rank)
+        check_new_run_dir(run_dir, force, rank, inputs=(dataset_dir, lexicon_path))
     vocab = dataset.vocab
+    if model_config.output == "adaptive" and model_config.cutoffs and model_config.cutoffs[-1] >= len(vocab):
+        raise GrocError(f"--cutoffs {','.join(map(str, model_config.cutoffs))}: the vocabulary of {dataset_dir} has "
+                        f"{len(vocab):,} words, and every cutoff must be below that")
     lexicon = check_lexicon(lexicon_path, vocab, model_config.output == "groc")
     train = model_ids(vocab, dataset, "train")
     counts = token_counts(train, len(vocab))
@@ -141,18 +159,25 @@ def train_new(dataset_dir: Path, run_dir: Path, model_config: ModelConfig, train
         "lexicon": {"sha256": sha256_file(lexicon_path)} if lexicon is not None else None,
         "parameters": n_params, "world_size": world, "device": str(device.type),
     }
-    if rank == 0 and not resume:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_vocab(run_dir, vocab, counts)
-        if lexicon is not None:
-            copy_lexicon(lexicon_path, run_dir)
-        write_json(config, run_dir / "config.json")
-    return _fit(model, train, valid, train_config, run_dir, device, rank, world, resume, progress, config)
+    with run_output(run_dir, resume, force, rank, inputs=(dataset_dir, lexicon_path)) as target:
+        if rank == 0 and not resume:
+            write_vocab(target, vocab, counts)
+            if lexicon is not None:
+                copy_lexicon(lexicon_path, target)
+            write_json(config, target / "config.json")
+        return _fit(model, train, valid, train_config, target, device, rank, world, resume, progress, config, run_dir)
 
 
 def finetune(run_src: Path, dataset_dir: Path, run_dir: Path, train_config: TrainConfig, lexicon_path: Path | None,
-             device_name: str, resume: bool, force: bool, progress) -> dict:
+             device_name: str, resume: bool, force: bool, progress, given: dict | None = None) -> dict:
     """Continue training on a target domain; the vocabulary becomes the union of the model's and the new data's."""
+    with _run_lock(run_dir):
+        return _finetune(run_src, dataset_dir, Path(run_dir), train_config, lexicon_path, device_name, resume, force,
+                         progress, given or {})
+
+
+def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_name, resume, force, progress,
+              given) -> dict:
     device = resolve_device(device_name)
     tune_allocator()
     rank, world, device = init_distributed(device)
@@ -160,13 +185,15 @@ def finetune(run_src: Path, dataset_dir: Path, run_dir: Path, train_config: Trai
     dataset = open_dataset(dataset_dir)
     if not dataset.has_split("train") or dataset.vocab_size == 0:
         raise GrocError(f"dataset {dataset_dir} has no train split; prepare the target-domain data with --train")
+    run_dir = Path(run_dir)
     if resume:
         run = Run(run_dir)
         if run.config["dataset"]["checksum"] != dataset.checksum:
             raise GrocError(f"--resume: run {run_dir} was finetuned on another dataset")
+        _check_resumed_settings(run.config, train_config=train_config, given=given)
         train_config = TrainConfig.from_dict({**run.config["train"], **_budget_overrides(train_config)})
     else:
-        _check_new_run_dir(run_dir, force, rank)
+        check_new_run_dir(run_dir, force, rank, inputs=(run_src, dataset_dir, lexicon_path))
     lexicon = None
     if source.model_config.output == "groc":
         lexicon = check_lexicon(lexicon_path, [], True) if lexicon_path else Lexicon.from_parquet(source.lexicon_path)
@@ -187,13 +214,13 @@ def finetune(run_src: Path, dataset_dir: Path, run_dir: Path, train_config: Trai
               "finetuned_from": {"path": str(run_src), "model_sha256": source.model_checksum("best"),
                                  "dataset": source.config["dataset"]},
               "parameters": n_params, "world_size": world, "device": str(device.type)}
-    if rank == 0 and not resume:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_vocab(run_dir, words, counts)
-        if source.lexicon_path is not None:
-            copy_lexicon(lexicon_path or source.lexicon_path, run_dir)
-        write_json(config, run_dir / "config.json")
-    return _fit(model, train, valid, train_config, run_dir, device, rank, world, resume, progress, config)
+    with run_output(run_dir, resume, force, rank, inputs=(run_src, dataset_dir, lexicon_path)) as target:
+        if rank == 0 and not resume:
+            write_vocab(target, words, counts)
+            if source.lexicon_path is not None:
+                copy_lexicon(lexicon_path or source.lexicon_path, target)
+            write_json(config, target / "config.json")
+        return _fit(model, train, valid, train_config, target, device, rank, world, resume, progress, config, run_dir)
 
 
 def _budget_overrides(cfg: TrainConfig) -> dict:
@@ -201,20 +228,93 @@ def _budget_overrides(cfg: TrainConfig) -> dict:
     return {k: getattr(cfg, k) for k in ("max_epochs", "max_tokens", "max_minutes") if getattr(cfg, k) is not None}
 
 
-def _check_new_run_dir(run_dir: Path, force: bool, rank: int) -> None:
-    if run_dir.exists():
-        if not force:
-            raise GrocError(f"run directory {run_dir} already exists; pass --resume to continue it or --force to start over")
-        if rank == 0:
-            shutil.rmtree(run_dir)
-    parent = run_dir.parent if str(run_dir.parent) else Path(".")
-    if not parent.exists():
-        raise GrocError(f"output directory {parent} does not exist; create it first")
-    if not os.access(parent, os.W_OK):
-        raise GrocError(f"cannot write to {parent}: permission denied")
+def check_new_run_dir(run_dir: Path, force: bool, rank: int, inputs: tuple = ()) -> None:
+    """Before any work: a new run directory, or --force over an existing run (replaced only once the
+    new run is complete); never one of the stage's inputs."""
+    if rank != 0:
+        return
+    if run_dir.exists() and not force:
+        raise GrocError(f"run directory {run_dir} already exists; pass --resume to continue it or --force to start over")
+    check_destination(run_dir, force, "-o", "run directory", inputs)
 
 
-def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, world, resume, progress, config) -> dict:
+@contextlib.contextmanager
+def run_output(run_dir: Path, resume: bool, force: bool, rank: int, inputs: tuple = ()) -> Iterator[Path]:
+    """The directory a run is written to (the caller holds the run's lock, `_run_lock`).
+
+    A new run trains in place, so that an interrupted one can be resumed; if it fails before its
+    first checkpoint, the directory is removed (there is nothing to resume). --force over an
+    existing run trains aside and swaps the new run in only when it is complete: a rejected or
+    interrupted replacement leaves the old run as it was (GUIDE 13)."""
+    if rank != 0:  # only rank 0 writes; the others never touch the directory
+        yield run_dir
+        return
+    if not resume:
+        check_new_run_dir(run_dir, force, rank, inputs)
+    aside = not resume and run_dir.exists()
+    created = not resume and not aside
+    if aside:
+        target = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.incomplete-", dir=run_dir.parent))
+    else:
+        target = run_dir
+        target.mkdir(exist_ok=resume)
+    try:
+        yield target
+    except BaseException as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        if aside:
+            shutil.rmtree(target, ignore_errors=True)
+            where = f"the new run was discarded and {run_dir} is unchanged"
+        elif created and not (target / "last" / "model.safetensors").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            where = f"nothing was trained, so {run_dir} was removed"
+        else:
+            where = f"the last checkpoint is kept in {run_dir / 'last'}: continue with --resume"
+        if interrupted:
+            log(f"stopped: {where}")
+            raise
+        if isinstance(exc, GrocError):
+            said = GrocError(f"{exc}; {where}")
+            said.exit_code = exc.exit_code
+            raise said from None
+        if disk_full(exc, run_dir.parent):
+            raise GrocError(f"no space left on the device of {run_dir}; {where}") from None
+        raise
+    if aside:
+        replace_path(target, run_dir)
+
+
+def _run_lock(run_dir: Path):
+    """The run directory's lock, held by the process that writes it (rank 0 under torchrun) from
+    before any work until the run is complete, so that a second writer is refused at once."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        return contextlib.nullcontext()
+    return output_lock(Path(run_dir))
+
+
+def _check_resumed_settings(stored: dict, *, given: dict, model_config: ModelConfig | None = None,
+                            train_config: TrainConfig | None = None) -> None:
+    """--resume continues with the run's stored settings; a setting given on the command line that
+    differs from them is refused rather than silently ignored (budgets may be extended)."""
+    budgets = {"max_epochs", "max_tokens", "max_minutes"}
+    differ = []
+    for section, cfg in (("model", model_config), ("train", train_config)):
+        if cfg is None:
+            continue
+        for name, value in asdict(cfg).items():
+            if name in given and name not in budgets and name in stored[section] and stored[section][name] != value:
+                differ.append(f"{given[name]} {_show(value)} (the run has {_show(stored[section][name])})")
+    if differ:
+        raise GrocError(f"--resume continues with the run's own settings, and {'; '.join(differ)}: drop "
+                        f"{'that flag' if len(differ) == 1 else 'those flags'}, or start over with --force")
+
+
+def _show(value) -> str:
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+
+
+def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, world, resume, progress, config,
+         final_dir: Path) -> dict:
     train_cols = batchify(train, cfg.batch_size, rank, world)
     valid_cols = batchify(valid, cfg.eval_batch_size) if valid is not None else None
 
@@ -228,7 +328,7 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
         trainer.resume()
         log(f"resuming {run_dir} at epoch {trainer.pos.epoch}, step {trainer.pos.step}")
     result = trainer.train(progress=progress)
-    summary = {"run": str(run_dir), "parameters": config["parameters"], **result,
+    summary = {"run": str(final_dir), "parameters": config["parameters"], **result,
                "final": trainer.metrics[-1] if trainer.metrics else None}
     if rank == 0:
         write_json(summary, run_dir / "summary.json")

@@ -43,6 +43,27 @@ class TrainConfig:
     log_every: int = 100
     deterministic: bool = False
 
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Each message starts with the setting's name (commands turn it into their flag)."""
+        for name in ("lr", "max_minutes"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        if not (math.isfinite(self.clip) and self.clip >= 0):
+            raise ValueError(f"clip must be a finite number >= 0 (0 disables clipping), got {self.clip}")
+        if not (0 < self.lr_decay <= 1):
+            raise ValueError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
+        for name in ("batch_size", "eval_batch_size", "bptt", "max_epochs", "lr_patience", "patience", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
+
     @classmethod
     def from_dict(cls, data: dict) -> "TrainConfig":
         known = {f.name for f in fields(cls)}
@@ -211,13 +232,13 @@ class Trainer:
                     [loss.detach().double(), norm.detach().double(), nll.detach().double().sum()]).tolist()
                 if not math.isfinite(value):
                     raise NonFiniteLoss(
-                        f"non-finite loss ({value}) at epoch {self.pos.epoch}, step {self.pos.step + 1}; "
-                        f"the last good checkpoint is kept in {self.run_dir / 'last'}; lower --lr or --clip and resume"
+                        f"non-finite loss ({value}) at epoch {self.pos.epoch}, step {self.pos.step + 1}: "
+                        "lower --lr or --clip"
                     )
                 if not math.isfinite(norm_value):
                     raise NonFiniteLoss(
-                        f"non-finite gradient norm at epoch {self.pos.epoch}, step {self.pos.step + 1}; the weights were "
-                        f"not updated and the last good checkpoint is kept in {self.run_dir / 'last'}; lower --lr and resume"
+                        f"non-finite gradient norm at epoch {self.pos.epoch}, step {self.pos.step + 1} (the weights were "
+                        "not updated): lower --lr"
                     )
                 self.optimizer.step()
                 tokens = y.numel() * self.world

@@ -1,0 +1,224 @@
+"""Nothing lost, ever: --force, one writer per output, interruptions and full disks, with real
+processes (GUIDE 13; docs/stages.md, "Outputs")."""
+
+import contextlib
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, TEST_ENV, run_groc
+
+TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+# Long enough to be interrupted: early stopping never ends it.
+ENDLESS = ["--max-epochs", "1000", "--patience", "1000", "--lr-patience", "1000"]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    root = tmp_path_factory.mktemp("outputs")
+    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "4000,1000",
+             "-o", root / "data", check=True)
+    run_groc("train", root / "data", "-o", root / "run", "--max-epochs", "1", *TINY, check=True)
+    return root
+
+
+def digest(directory: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(directory)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def leftovers(directory: Path) -> list[str]:
+    """Temporary entries a stage may leave beside its output: none may survive it."""
+    return sorted(p.name for p in directory.iterdir() if ".incomplete-" in p.name or p.name.endswith(".lock")
+                  or ".old-" in p.name)
+
+
+def start(*args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "groc_cli", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV})
+
+
+def wait_for(check, what: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if proc.poll() is not None:
+            raise AssertionError(f"the process ended before {what}: {proc.stderr.read().decode()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def one_error_line(result) -> str:
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("groc") and ": error: " in lines[0], lines
+    return lines[0]
+
+
+def test_force_keeps_the_old_run_when_the_new_command_is_rejected(work, tmp_path):
+    before = digest(work / "run")
+    for bad in (["--lr", "nan"], ["--lr", "-1"], ["--clip", "inf"], ["--output", "groc"]):
+        r = run_groc("train", work / "data", "-o", work / "run", "--force", *TINY, *bad)
+        assert r.returncode == 2, bad
+        one_error_line(r)
+        assert digest(work / "run") == before, bad
+    assert leftovers(work) == []
+
+
+def test_force_swaps_in_the_new_run_only_when_it_is_complete(work, tmp_path):
+    run = tmp_path / "run"
+    run_groc("train", work / "data", "-o", run, "--max-epochs", "1", *TINY, check=True)
+    before = digest(run)
+    proc = start("train", work / "data", "-o", run, "--force", *TINY, *ENDLESS, "--seed", "9")
+    wait_for(lambda: any((p / "last").is_dir() for p in tmp_path.glob(".run.incomplete-*")), "a checkpoint", proc)
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=60)[1].decode()
+    assert proc.returncode == 130 and "unchanged" in err and err.strip().endswith("groc: interrupted")
+    assert digest(run) == before and leftovers(tmp_path) == []
+    # Completed, the replacement is there and the old run is gone.
+    run_groc("train", work / "data", "-o", run, "--force", "--max-epochs", "1", *TINY, "--seed", "9", check=True)
+    assert digest(run) != before and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_an_interrupted_run_says_where_its_checkpoint_is(work, tmp_path, signum, code, word):
+    run = tmp_path / "run"
+    proc = start("train", work / "data", "-o", run, *TINY, *ENDLESS)
+    wait_for(lambda: (run / "last" / "trainer.pt").exists(), "a checkpoint", proc)
+    proc.send_signal(signum)
+    err = proc.communicate(timeout=60)[1].decode()
+    assert proc.returncode == code
+    assert f"the last checkpoint is kept in {run / 'last'}: continue with --resume" in err
+    assert err.strip().endswith(f"groc: {word}") and "Traceback" not in err
+    assert leftovers(tmp_path) == []
+    resumed = run_groc("train", work / "data", "-o", run, "--resume", "--max-epochs", "1", *TINY)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+
+
+def test_a_run_interrupted_before_its_first_checkpoint_leaves_nothing(work, tmp_path):
+    run = tmp_path / "run"
+    proc = start("train", work / "data", "-o", run, *TINY, "--emb", "256", "--hidden", "512", *ENDLESS)
+    wait_for(lambda: (run / "config.json").exists(), "the run directory", proc)
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=60)[1].decode()
+    assert proc.returncode == 130 and "nothing was trained" in err
+    assert not run.exists() and leftovers(tmp_path) == []
+
+
+def test_a_second_writer_is_refused_in_one_line(work, tmp_path):
+    run = tmp_path / "run"
+    proc = start("train", work / "data", "-o", run, *TINY, *ENDLESS)
+    try:
+        wait_for(lambda: (run / "config.json").exists(), "the run directory", proc)
+        for args in (("train", work / "data", "-o", run, "--force", *TINY),
+                     ("train", work / "data", "-o", run, "--resume", *TINY)):
+            r = run_groc(*args)
+            assert r.returncode == 2 and "another groc process" in one_error_line(r)
+        # A writer that needs no --force (its output does not exist yet) is refused as well: the first
+        # one here holds its lock while it waits for its input.
+        out = tmp_path / "tokens.txt"
+        first = subprocess.Popen([sys.executable, "-m", "groc_cli", "tokenize", "-", "-o", str(out)], stdin=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV})
+        wait_for(lambda: (tmp_path / ".tokens.txt.lock").exists(), "the first writer's lock", first)
+        second = run_groc("tokenize", "-", "-o", out, input=b"second\n")
+        assert second.returncode == 2 and "another groc process" in one_error_line(second)
+        first.communicate(b"first writer\n", timeout=60)
+        assert first.returncode == 0 and out.read_text() == "first writer\n"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert leftovers(tmp_path) == []
+
+
+def test_force_never_replaces_another_kind_of_output_nor_an_input(work, tmp_path):
+    before = digest(work / "run")
+    text = tmp_path / "text.txt"
+    text.write_text("a few words\n")
+    cases = [
+        (("tokenize", text, "-o", work / "run", "--force"), "is a run directory"),
+        (("tokenize", text, "-o", work / "run" / "config.json", "--force"), "part of the run directory"),
+        (("lexicon", "--vocab", work / "data", "-o", work / "run" / "vocab.parquet", "--force"), "part of the run directory"),
+        (("train", work / "data", "-o", work / "data", "--force", *TINY), "the input"),
+        (("dump", work / "run", work / "data", "--split", "valid", "-o", work / "run", "--force"), "the input"),
+        (("dump", work / "run", work / "data", "--split", "valid", "-o", work / "data", "--force"), "the input"),
+    ]
+    for args, why in cases:
+        r = run_groc(*args)
+        assert r.returncode == 2 and why in one_error_line(r), (args, r.stderr.decode())
+    assert digest(work / "run") == before
+    assert text.read_text() == "a few words\n"
+
+
+def test_eval_outputs_are_never_their_inputs(work, tmp_path):
+    per_token = tmp_path / "a.parquet"
+    run_groc("eval", work / "run", work / "data", "--split", "valid", "--per-token", per_token, check=True)
+    before = per_token.read_bytes()
+    r = run_groc("compare", per_token, per_token, "-o", per_token, "--force")
+    assert r.returncode == 2 and "the input" in one_error_line(r)
+    assert per_token.read_bytes() == before
+
+
+@contextlib.contextmanager
+def small_disk(path: Path, size: str):
+    """A tmpfs of `size` at `path` (root only): a real full disk for real processes."""
+    path.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_full_disk_is_one_line_and_leaves_nothing(work, tmp_path):
+    with small_disk(tmp_path / "disk", "64k") as disk:
+        r = run_groc("dump", work / "run", work / "data", "--split", "train", "--dtype", "float32", "-o", disk / "states")
+        line = one_error_line(r)
+        assert r.returncode == 1 and "no space left" in line and str(disk / "states") in line and "bytes" in line
+        assert list(disk.iterdir()) == []
+        # The same dump past that check (as when another process fills the disk meanwhile): its
+        # memory-mapped files are allocated before they are written, so no SIGBUS kills it.
+        unchecked = ("import sys; import groc_cli.evaluation.states as s; s.require_space = lambda *a: None; "
+                     "from groc_cli.cli import main; sys.exit(main(sys.argv[1:]))")
+        r = subprocess.run([sys.executable, "-c", unchecked, "dump", str(work / "run"), str(work / "data"), "--split",
+                            "train", "--dtype", "float32", "-o", str(disk / "states")], capture_output=True,
+                           env={**os.environ, **TEST_ENV})
+        assert r.returncode == 1 and "no space left" in r.stderr.decode().splitlines()[-1], r.stderr.decode()
+        assert list(disk.iterdir()) == []
+        r = run_groc("train", work / "data", "-o", disk / "run", *TINY, "--emb", "64", "--hidden", "64", "--max-epochs", "1")
+        err = r.stderr.decode()
+        line = err.strip().splitlines()[-1]
+        assert r.returncode == 1 and "Traceback" not in err and line.startswith("groc: error: no space left")
+        assert str(disk / "run") in line and "bytes" in line and "nothing was trained" in line
+        assert list(disk.iterdir()) == []
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["--lr", "inf"], "--lr"), (["--max-minutes", "nan"], "--max-minutes"), (["--dropout", "nan"], "--dropout"),
+    (["--init-range", "inf"], "--init-range"), (["--lr-decay", "0"], "--lr-decay"),
+    (["--output", "adaptive", "--cutoffs", "100,100000"], "--cutoffs"),
+])
+def test_invalid_settings_are_refused_before_any_work(work, tmp_path, args, flag):
+    r = run_groc("train", work / "data", "-o", tmp_path / "run", *TINY, *args)
+    line = one_error_line(r)
+    assert r.returncode == 2 and (line.startswith(f"groc: error: {flag} ") or f"'{flag}'" in line), line
+    assert not (tmp_path / "run").exists() and leftovers(tmp_path) == []
+
+
+def test_resume_refuses_settings_that_differ_from_the_run(work):
+    r = run_groc("train", work / "data", "-o", work / "run", "--resume", *TINY, "--lr", "0.01", "--dropout", "0.5")
+    line = one_error_line(r)
+    assert r.returncode == 2 and "--lr 0.01 (the run has 0.001)" in line and "--dropout 0.5 (the run has" in line
+    # Budgets may be extended, and a flag repeating the stored value is no conflict.
+    r = run_groc("train", work / "data", "-o", work / "run", "--resume", *TINY, "--max-epochs", "1", "--lr", "0.001")
+    assert r.returncode == 0, r.stderr.decode()
