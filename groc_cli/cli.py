@@ -50,16 +50,10 @@ def _root(
 
 
 def _register() -> None:
-    from .commands import lexicon, prepare, tokenize
+    # A command module that fails to import is a bug to see, not a command to hide.
+    from .commands import compare, dump, eval, finetune, lexicon, prepare, tokenize, train
 
-    tokenize.register(app)
-    prepare.register(app)
-    lexicon.register(app)
-    for name in ("train", "finetune", "dump", "eval", "compare"):
-        try:
-            module = __import__(f"groc_cli.commands.{name}", fromlist=["register"])
-        except ImportError:
-            continue
+    for module in (tokenize, prepare, lexicon, train, finetune, dump, eval, compare):
         module.register(app)
 
 

@@ -31,8 +31,10 @@ from ..artifacts import claim_output, provenance
 from ..caches import CACHE_KINDS, UnboundedCache as UNBOUNDED, interpolate, make_cache
 from ..console import log, progress
 from ..errors import GrocError
+from ..runtime import resolve_device
 from ..text.dataset import open_dataset
 from ..training.run import Run
+from .states import open_states
 from .stream import Chunk, load_lexicon, load_model, model_chunks
 from .vocab import VOCAB_MODES, run_eval_vocab
 
@@ -244,12 +246,6 @@ def _make_cache(s: EvalSettings, dim: int, device: torch.device, train_vectors: 
     return cache
 
 
-def resolve_device(name: str) -> torch.device:
-    from ..training.api import resolve_device as resolve
-
-    return resolve(name)
-
-
 def adjust(chunk: Chunk, model_size: int, vocab_size: int, downweight: float, uniform: float) -> np.ndarray:
     """Steps 2 and 3 of the module docstring on one chunk's model log-probabilities."""
     lp = chunk.logp.copy()
@@ -341,8 +337,6 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
     kind = run.model_config.output
     states = None
     if states_dir is not None:
-        from .states import open_states
-
         states = open_states(states_dir)
         if not vocab_given:
             s.vocab = states.meta["vocab"]

@@ -29,6 +29,7 @@ from ..artifacts import (atomic_dir, claim_output, provenance, read_json, requir
                          write_json, write_parquet)
 from ..console import log
 from ..errors import GrocError
+from ..runtime import resolve_device
 from ..text.dataset import Dataset, open_dataset
 from ..training.run import Run
 from .stream import Chunk, load_lexicon, load_model, model_chunks
@@ -64,8 +65,6 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
 def _dump(run: Run, dataset: Dataset, split: str, out_dir: Path, vocab_mode: str, dtype: str, checkpoint: str,
           chunk: int, device: str, lexicon: Path | None, started: float) -> dict:
     lexicon_table = load_lexicon(lexicon, run.model_config.output)
-    from .perplexity import resolve_device
-
     dev = resolve_device(device)
     _, _, vocab = run_eval_vocab(run, dataset, split, vocab_mode)
     kind = run.model_config.output
