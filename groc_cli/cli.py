@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except MemoryError:
-        print("groc: error: out of memory; use a smaller --batch-size or --chunk-size", file=sys.stderr)
+        print("groc: error: out of memory; use a smaller --batch-size or --chunk", file=sys.stderr)
         return 1
     except OSError as exc:
         if debug:

@@ -1,0 +1,152 @@
+"""Command-line options generated from settings dataclasses (groc_cli/settings.py), and the
+resolution of a command's settings: defaults < --config FILE < flags given < KEY=VALUE."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from .. import settings as S
+from ..errors import GrocError
+
+
+def with_settings(*classes: type, defaults: dict | None = None, helps: dict | None = None, skip: tuple = ()):
+    """Decorate a command function: one typer option per command-line field of each class, after
+    the function's own parameters; the command receives them as keyword arguments. `defaults`
+    and `helps` replace a field's default or help for this command (finetune's 3 epochs)."""
+    defaults, helps = defaults or {}, helps or {}
+
+    def decorate(fn):
+        signature = inspect.signature(fn)
+        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        generated = []
+        for cls in classes:
+            hints = S.hints(cls)
+            for f in S.cli_fields(cls):
+                if f.name in skip:
+                    continue
+                generated.append(_parameter(f, hints[f.name], defaults.get(f.name, S.default_of(f)),
+                                            helps.get(f.name, S.meta(f)["help"])))
+        fn.__signature__ = signature.replace(parameters=own + generated)
+        fn.__annotations__ = {**fn.__annotations__, **{p.name: p.annotation for p in generated}}
+        return fn
+
+    return decorate
+
+
+def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str) -> inspect.Parameter:
+    m = S.meta(f)
+    flag = S.flag_of(f)
+    if m["parse"] is not None:  # typed as text on the command line, parsed into the field's type
+        annotation, shown = Optional[str], None if default is None else ",".join(map(str, default))
+        option = typer.Option(shown, flag, help=help)
+    elif hint is bool or hint == Optional[bool]:
+        annotation = bool
+        decls = (f"{flag}/--no-{flag[2:]}",) if m["negation"] else (flag,)
+        option = typer.Option(default, *decls, help=help)
+    else:
+        annotation = hint
+        choices = f" One of: {', '.join(m['choices'])}." if m["choices"] else ""
+        option = typer.Option(default, flag, help=help + choices)
+    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+
+
+def flags(ctx) -> dict[str, str]:
+    """Each option of the command by its parameter (setting) name, with its flag."""
+    return {p.name: max(p.opts, key=len) for p in ctx.command.params if p.opts and p.opts[0].startswith("-")}
+
+
+def given(ctx) -> dict[str, str]:
+    """The options given on the command line (not left at their defaults), with their flags."""
+    return {name: flag for name, flag in flags(ctx).items()
+            if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"}
+
+
+@contextlib.contextmanager
+def setting_errors(ctx):
+    """The library's validation names a setting ("lr must be ..."); say the command's flag instead."""
+    try:
+        yield
+    except ValueError as exc:
+        name, _, rest = str(exc).partition(" ")
+        flag = flags(ctx).get(name)
+        raise GrocError(f"{flag} {rest}" if flag else str(exc)) from None
+
+
+CONFIG = typer.Option(None, "--config", help="Settings from a JSON or TOML file (a run's config.json works); flags "
+                      "and KEY=VALUE arguments override it.")
+OVERRIDES = typer.Argument(None, metavar="[KEY=VALUE]...", help="Override any setting, e.g. lr=0.0005 out_depth=0 "
+                           "char_filters='[[1,32],[2,64]]' (after the flags' values and the --config file's).")
+
+
+def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, overrides: list[str] | None,
+            fixed: tuple = ()) -> dict[str, Any]:
+    """Build each section's dataclass from its defaults, then the --config file, then the flags given
+    on the command line, then KEY=VALUE overrides. `fixed` names sections the command does not let
+    a file or override change (finetune keeps its model's settings)."""
+    owner = {f.name: name for name, cls in sections.items() for f in dataclasses.fields(cls)}
+    chosen: dict[str, dict] = {name: {} for name in sections}
+
+    def put(key: str, value: Any, where: str) -> None:
+        section, _, name = key.rpartition(".")
+        if name not in owner or (section and owner[name] != section):
+            known = ", ".join(sorted(owner))
+            raise GrocError(f"{where}: unknown setting {key!r} (settings: {known})")
+        if owner[name] in fixed:
+            raise GrocError(f"{where}: {name} is a {owner[name]} setting, which this command takes from its run")
+        try:
+            chosen[owner[name]][name] = S.coerce(sections[owner[name]], name, value)
+        except ValueError as exc:
+            raise GrocError(f"{where}: {name}: {exc}") from None
+
+    for name, value in values.items():  # the options' values: the fields' defaults unless given
+        if name in owner and owner[name] not in fixed:
+            put(name, _from_option(sections[owner[name]], name, value), name)
+    if config is not None:
+        try:
+            data = S.read_config(config)
+        except ValueError as exc:
+            raise GrocError(str(exc)) from None
+        for key, value in data.items():
+            if key in sections and isinstance(value, dict):
+                if key in fixed:
+                    continue
+                for name, inner in value.items():
+                    put(f"{key}.{name}", inner, f"--config {config}")
+            elif key not in sections and not isinstance(value, dict):
+                put(key, value, f"--config {config}")
+            # other tables of a run's config.json (dataset, lexicon, ...) describe the run, not settings
+    explicit = given(ctx)
+    for name, value in values.items():  # flags given on the command line win over the file
+        if name in owner and name in explicit and config is not None:
+            put(name, _from_option(sections[owner[name]], name, value), explicit[name])
+    for text in overrides or ():
+        try:
+            key, value = S.parse_override(text)
+        except ValueError as exc:
+            raise GrocError(str(exc)) from None
+        put(key, value, f"override {text!r}")
+    built = {}
+    with setting_errors(ctx):
+        for name, cls in sections.items():
+            if name not in fixed:
+                built[name] = cls(**chosen[name])
+    return built
+
+
+def _from_option(cls: type, name: str, value: Any) -> Any:
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    if S.meta(f).get("parse") is not None and isinstance(value, str):
+        return S.meta(f)["parse"](value)
+    return value
+
+
+def option_default(fn, name: str) -> Any:
+    """The default of a command's option (for the test that options equal their dataclass fields)."""
+    default = inspect.signature(fn).parameters[name].default
+    return getattr(default, "default", default)

@@ -1,0 +1,156 @@
+"""Settings that exist once: a dataclass field carries its default, help, flag, choices and
+bounds; the command-line options are generated from the fields (as fairseq's
+`gen_parser_from_dataclass`), and a config file or `key=value` overrides fill the same fields
+(as torchtune's configs). GUIDE 11.
+
+    lr: float = setting(1e-3, "Adam learning rate (paper B.1: 1e-3).", low=0, low_open=True)
+
+The library validates with `check_fields` and names the setting in its messages ("lr must
+be ..."); the commands say the flag instead (`commands/_settings.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from pathlib import Path
+from typing import Any, Callable
+
+MISSING = dataclasses.MISSING
+
+
+def setting(default: Any = MISSING, help: str = "", *, flag: str | None = None, negation: bool = True,
+            choices: tuple | None = None, low: float | None = None, high: float | None = None,
+            low_open: bool = False, high_open: bool = False, parse: Callable[[str], Any] | None = None,
+            default_factory: Callable[[], Any] | None = None, cli: bool = True) -> Any:
+    """A dataclass field with what the command line and validation need to know about it.
+
+    flag: the option's name (default `--` + the field name with dashes); negation: booleans
+    get `--x/--no-x` (else a plain switch); choices: allowed values; low/high: bounds
+    (`*_open`: strict); parse: turns the option's text into the value (e.g. "2k,7k" into
+    [2000, 7000]); cli False: settable from a config file only."""
+    meta = {"help": help, "flag": flag, "negation": negation, "choices": choices, "low": low, "high": high,
+            "low_open": low_open, "high_open": high_open, "parse": parse, "cli": cli}
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata={"groc": meta})
+    return dataclasses.field(default=default, metadata={"groc": meta})
+
+
+def meta(f: dataclasses.Field) -> dict:
+    return f.metadata.get("groc", {})
+
+
+def flag_of(f: dataclasses.Field) -> str:
+    return meta(f).get("flag") or "--" + f.name.replace("_", "-")
+
+
+def default_of(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def check_fields(obj: Any) -> None:
+    """Each field's choices and bounds; NaN and infinities fail every bound. Raises ValueError
+    naming the field first."""
+    for f in dataclasses.fields(obj):
+        m, value = meta(f), getattr(obj, f.name)
+        if value is None or not m:
+            continue
+        if m["choices"] is not None and value not in m["choices"]:
+            raise ValueError(f"{f.name} must be one of {', '.join(map(str, m['choices']))}, got {value!r}")
+        if (m["low"] is None and m["high"] is None) or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        below = m["low"] is not None and not (value > m["low"] if m["low_open"] else value >= m["low"])
+        above = m["high"] is not None and not (value < m["high"] if m["high_open"] else value <= m["high"])
+        if below or above or (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(f"{f.name} must be {_range(m)}, got {value}")
+
+
+def _range(m: dict) -> str:
+    if m["low"] is not None and m["high"] is not None:
+        return f"in {'(' if m['low_open'] else '['}{m['low']:g}, {m['high']:g}{')' if m['high_open'] else ']'}"
+    if m["low"] is not None:
+        return f"a finite number {'>' if m['low_open'] else '>='} {m['low']:g}"
+    return f"a finite number {'<' if m['high_open'] else '<='} {m['high']:g}"
+
+
+def cli_fields(cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if meta(f).get("cli")]
+
+
+def hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+# -- config files and key=value overrides ---------------------------------------------------------
+
+def read_config(path: Path) -> dict:
+    """A JSON or TOML file of settings: flat (`lr = 0.001`) or in sections (`[train]`, `[model]`;
+    a run's own config.json is one). Returns {section or "": {name: value}}."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ValueError(f"config {path}: {exc.strerror or exc}") from None
+    try:
+        if path.suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"config {path} is not valid {'TOML' if path.suffix == '.toml' else 'JSON'} ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"config {path} must hold a table of settings")
+    if data.get("format") == "groc-run":  # a run's config.json: its settings are its sections
+        data = {k: v for k, v in data.items() if isinstance(v, dict)}
+    return data
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip():
+        raise ValueError(f"{text!r} is not a KEY=VALUE override (e.g. lr=0.0005 or train.lr=0.0005)")
+    return name.strip(), value.strip()
+
+
+def coerce(cls: type, name: str, value: Any) -> Any:
+    """A value from a file or an override, as the field wants it (text through the field's parse,
+    JSON-like text to numbers, booleans and lists)."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    hint = hints(cls)[name]
+    if isinstance(value, str):
+        if meta(f).get("parse") is not None:
+            return meta(f)["parse"](value)
+        if hint is not str:
+            lowered = value.lower()
+            if lowered in ("true", "false"):
+                value = lowered == "true"
+            else:
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    pass
+    return _typed(hint, value)
+
+
+def _typed(hint: Any, value: Any) -> Any:
+    """`value` if it fits the field's type (an int fits a float field), else ValueError."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    if value is None and type(None) in options:
+        return None
+    for option in options:
+        base = typing.get_origin(option) or option
+        if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if base is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if base in (bool, str, list, tuple, dict) and isinstance(value, base):
+            return value
+        if base is list and isinstance(value, tuple):
+            return list(value)
+    wanted = " or ".join(getattr(typing.get_origin(o) or o, "__name__", str(o)) for o in options)
+    raise ValueError(f"expected {wanted}, got {value!r}")

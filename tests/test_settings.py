@@ -1,0 +1,130 @@
+"""Each setting exists once (GUIDE 11): the options are generated from the dataclasses, a run's
+config.json starts a new run, and flags and KEY=VALUE override a --config file."""
+
+import ast
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+import typer
+
+from groc_cli.cli import app
+from groc_cli.commands import _settings as S
+from groc_cli.commands.finetune import finetune
+from groc_cli.commands.train import train
+from groc_cli.models import ModelConfig
+from groc_cli.settings import cli_fields, default_of, flag_of
+from groc_cli.training.loop import TrainConfig
+from tests.conftest import REPO, run_groc
+
+TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+
+
+@pytest.mark.parametrize("command,classes,changed", [(train, (ModelConfig, TrainConfig), {}),
+                                                     (finetune, (TrainConfig,), {"max_epochs": 3})])
+def test_every_option_is_its_field(command, classes, changed):
+    click = typer.main.get_command(app).commands[command.__name__]
+    options = {p.name: p for p in click.params}
+    for cls in classes:
+        for f in cli_fields(cls):
+            option = options[f.name]
+            assert flag_of(f) in option.opts
+            default = changed.get(f.name, default_of(f))
+            shown = ",".join(map(str, default)) if isinstance(default, list) else default
+            assert option.default == shown, f.name
+
+
+def test_options_come_from_the_dataclasses_only():
+    # No command file restates a setting's default: train.py and finetune.py name no field as a parameter.
+    for name in ("train", "finetune"):
+        tree = ast.parse((REPO / "groc_cli" / "commands" / f"{name}.py").read_text())
+        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+        params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+        fields = {f.name for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)}
+        assert params & fields == set()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("settings")
+    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "3000,800",
+             "-o", root / "data", check=True)
+    return root / "data"
+
+
+def train_json(*args):
+    r = run_groc("train", *map(str, args), "--json", check=True)
+    return json.loads(r.stdout)
+
+
+def test_a_runs_config_reproduces_it(data, tmp_path):
+    first = train_json(data, "-o", tmp_path / "a", *TINY, "--max-epochs", "1", "--dropout", "0.3")
+    again = train_json(data, "-o", tmp_path / "b", "--config", tmp_path / "a" / "config.json")
+    assert again["best_valid_ppl"] == first["best_valid_ppl"]
+    assert (tmp_path / "a" / "best" / "model.safetensors").read_bytes() == (tmp_path / "b" / "best" / "model.safetensors").read_bytes()
+
+
+def test_flags_override_the_file_and_key_value_overrides_both(data, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("[model]\nemb = 16\nhidden = 24\ndropout = 0.1\n[train]\nlr = 0.002\nmax_tokens = 300\nbatch_size = 4\n")
+    train_json(data, "-o", tmp_path / "r", "--config", config, "--lr", "0.003", "dropout=0.2", "train.batch_size=2")
+    saved = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert saved["train"]["lr"] == 0.003 and saved["train"]["max_tokens"] == 300 and saved["train"]["batch_size"] == 2
+    assert saved["model"]["dropout"] == 0.2 and saved["model"]["emb"] == 16 and saved["model"]["hidden"] == 24
+
+
+@pytest.mark.parametrize("args,message", [
+    (["bogus=1"], "unknown setting 'bogus'"),
+    (["lr=fast"], "lr: expected float, got 'fast'"),
+    (["model.lr=0.1"], "unknown setting 'model.lr'"),
+    (["--batch-size", "0"], "--batch-size must be a finite number >= 1, got 0"),
+    (["--dropout", "1"], "--dropout must be in [0, 1), got 1.0"),
+    (["--output", "table"], "--output must be one of lookup, tied"),
+])
+def test_bad_settings_are_one_line(data, tmp_path, args, message):
+    r = run_groc("train", data, "-o", tmp_path / "r", *args)
+    lines = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and message in lines[0], lines
+    assert not (tmp_path / "r").exists()
+
+
+def test_finetune_takes_no_model_setting(data, tmp_path):
+    run_groc("train", data, "-o", tmp_path / "r", *TINY, "--max-tokens", "200", check=True)
+    r = run_groc("finetune", tmp_path / "r", data, "-o", tmp_path / "f", "emb=32")
+    assert r.returncode == 2 and "emb is a model setting, which this command takes from its run" in r.stderr.decode()
+
+
+def test_paper_configs_are_valid_settings():
+    import tomllib
+
+    configs = sorted((REPO / "recipes" / "configs").glob("*/*.toml"))
+    assert len(configs) == 20  # seven layers and three GroC ablations, penn and wikitext2
+    for path in configs:
+        data = tomllib.loads(path.read_text())
+        model, trained = ModelConfig(**data["model"]), TrainConfig(**data["train"])
+        assert model.emb == (300 if path.parent.name == "penn" else 256) and trained.bptt == 35
+    groc = tomllib.loads((REPO / "recipes" / "configs" / "penn" / "groc.toml").read_text())["model"]
+    assert groc["out_depth"] == 0 and groc["out_dropout"] == 0.2  # Table 8, penn
+
+
+MESSAGES = {"GrocError", "ValueError", "OutputBusy", "DiskFull", "print", "log", "BadParameter"}
+# Flags of other programs that groc's messages name.
+FOREIGN = {"--nproc_per_node"}
+
+
+def test_every_flag_an_error_names_exists():
+    options = set(FOREIGN) | {"--help", "--version", "--debug"}
+    for command in typer.main.get_command(app).commands.values():
+        for p in command.params:
+            options.update(o for o in p.opts + p.secondary_opts if o.startswith("--"))
+    named = {}
+    for path in (REPO / "groc_cli").rglob("*.py"):
+        for call in ast.walk(ast.parse(path.read_text())):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None)) in MESSAGES:
+                for node in ast.walk(call):
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                        for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*", node.value):
+                            named[flag] = f"{path.name}:{node.lineno}"
+    assert {flag: where for flag, where in named.items() if flag not in options} == {}
