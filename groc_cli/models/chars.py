@@ -426,3 +426,4 @@ def encode_strings(
     optionally in chunks of at most ``chunk`` strings (bounded memory without autograd).
     For a fixed set of strings encoded repeatedly, keep a ``BucketPlan`` instead."""
     return BucketPlan(encoder, chars, lengths, idx, chunk).encode(encoder)
+

@@ -80,6 +80,17 @@ def uniform_(t: torch.Tensor, init_range: float, generator: torch.Generator | No
         return t.copy_((fresh * 2 - 1) * init_range)
 
 
+def init_char_embedding(embedding: nn.Embedding, config, generator: torch.Generator | None = None) -> None:
+    """A char-CNN's byte embedding as config.char_embedding_init says, its padding row at zero."""
+    if config.char_embedding_init == "normal":
+        with torch.no_grad():
+            embedding.weight.normal_(generator=generator)
+    else:
+        uniform_(embedding.weight, config.init_range, generator)
+    with torch.no_grad():
+        embedding.weight[0].zero_()  # PAD
+
+
 def remap_rows(
     old: torch.Tensor,
     old_words: list[str],

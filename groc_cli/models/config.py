@@ -6,7 +6,9 @@ Every field has a default so that ``ModelConfig(**json.load(f))`` round-trips th
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
+
+from ..settings import check_fields, setting
 
 KINDS = ("lookup", "tied", "bilinear", "deep-residual", "adaptive", "convolutional", "groc")
 ACTIVATIONS = ("relu", "selu", "tanh")
@@ -19,34 +21,59 @@ def _default_char_filters() -> list[tuple[int, int]]:
     return [(1, 32), (2, 32), (3, 64), (4, 64), (5, 64)]
 
 
+def parse_cutoffs(text: str) -> list[int]:
+    """"2000,7000" or "2k,7k" (or a JSON list) as bin edges."""
+    try:
+        return [int(float(x.strip(" []").lower().replace("k", "e3"))) for x in text.split(",") if x.strip(" []")]
+    except ValueError:
+        raise ValueError(f"expected increasing integers like 2000,7000 or 2k,7k, got {text!r}") from None
+
+
 @dataclass
 class ModelConfig:
-    """Hyperparameters of the prefix LSTM and the output layer (paper Tables 7-8)."""
+    """Hyperparameters of the prefix LSTM and the output layer (paper Tables 7-8). Each field is
+    one setting: its flag, help and bounds are generated from it (groc_cli/settings.py)."""
 
-    output: str = "tied"
-    emb: int = 300
-    hidden: int = 1024
-    layers: int = 2
-    dropout: float = 0.65
-    emb_dropout: float = 0.0
-    out_dropout: float = 0.0
-    out_depth: int = 1
-    out_activation: str = "relu"
-    projection_reg: float = 0.0
-    cutoffs: list[int] | None = None
-    adaptive_div: float = 4.0
-    correction: int = 128
-    relations: bool = True
-    definitions: bool = True
-    max_relations: int = 3  # paper B.1
-    max_definition_words: int = 10  # paper B.1
-    char_emb: int = 16
-    char_filters: list[tuple[int, int]] = field(default_factory=_default_char_filters)
-    highway_layers: int = 1
-    max_word_chars: int = 20
-    init_range: float = 0.05
-    update_prob: float = 1.0
-    compose_chunk: int = 16384  # strings per chunk when composing without autograd
+    output: str = setting("tied", "Output layer.", choices=KINDS)
+    emb: int = setting(300, "Embedding size (paper: 300 PTB, 256 WikiText-2).", low=1)
+    hidden: int = setting(1024, "LSTM units of all but the last layer (paper: 1024).", low=1)
+    layers: int = setting(2, "LSTM layers; the last has --emb units.", low=1)
+    dropout: float = setting(0.65, "Hidden-unit dropout (paper: 0.65).", low=0, high=1, high_open=True)
+    emb_dropout: float = setting(0.0, "Locked dropout on input embeddings (authors' code: 0.4, awd-lstm-lm's "
+                                 "dropouti).", low=0, high=1, high_open=True)
+    layer_dropout: float | None = setting(None, "Locked dropout between LSTM layers (default: --dropout; authors' "
+                                          "code: 0.25, awd-lstm-lm's dropouth); --dropout stays the rate after the "
+                                          "last layer.", low=0, high=1, high_open=True)
+    out_dropout: float = setting(0.0, "Variational dropout on output embeddings (Table 7 r).", low=0, high=1,
+                                 high_open=True)
+    out_depth: int = setting(1, "Residual output network depth k (deep-residual, groc).", low=0, high=4)
+    out_activation: str = setting("relu", "Activation of the output network and the GroC bias.",
+                                 choices=ACTIVATIONS)
+    projection_reg: float = setting(0.0, "tied: λ of a d×d projection penalised by λ‖P‖² (Press & Wolf).", low=0)
+    cutoffs: list[int] | None = setting(None, "adaptive: bin edges, e.g. 2000,7000 (default: 0.2n,0.7n as in Table 7's "
+                                        "'253').", parse=parse_cutoffs)
+    adaptive_div: float = setting(4.0, "adaptive: capacity divisor per bin.", low=1)
+    correction: int = setting(128, "convolutional: per-word linear correction size (Table 7 cor).", low=0)
+    relations: bool = setting(True, "groc: relational encoding (ablation, Table 3).")
+    definitions: bool = setting(True, "groc: definitional encoding (ablation, Table 3).")
+    max_relations: int = setting(3, "groc: relations read per word (paper B.1: 3).", low=0, cli=False)
+    max_definition_words: int = setting(10, "groc: definition words read per word (paper B.1: 10).", low=0, cli=False)
+    char_emb: int = setting(16, "Character embedding size of the char-CNN.", low=1, cli=False)
+    char_filters: list[tuple[int, int]] = setting(help="Char-CNN (width, filters) pairs.", cli=False,
+                                                  default_factory=_default_char_filters)
+    char_embedding_init: str = setting("uniform", "Character embeddings of the char-CNN (groc, convolutional): "
+                                       "uniform in ±--init-range (paper B.1) or normal N(0, 1), which the authors' "
+                                       "code keeps (docs/reproduction.md, fidelity).", choices=("uniform", "normal"))
+    bias_activation: str | None = setting(None, "groc: activation of the composed bias b_v = act(w·e_v + a) "
+                                          "(default: --out-activation; authors' code: tanh).", choices=ACTIVATIONS)
+    bias_dropout: float = setting(0.0, "groc: dropout on the composed bias's input e_v (authors' code: 0.2).",
+                                  low=0, high=1, high_open=True)
+    highway_layers: int = setting(1, "Highway layers after the char-CNN (groc, convolutional).", low=0)
+    max_word_chars: int = setting(20, "Characters of a word the char-CNN reads.", low=1, cli=False)
+    init_range: float = setting(0.05, "Uniform initialisation range (paper: 0.05).", low=0)
+    update_prob: float = setting(1.0, "groc: probability a step updates output-embedding parameters (paper B.4).",
+                                 low=0, high=1)
+    compose_chunk: int = setting(16384, "Strings per chunk when composing without autograd.", low=1, cli=False)
 
     def __post_init__(self) -> None:
         # JSON turns tuples into lists; normalise so configs compare equal after a round trip.
@@ -56,29 +83,7 @@ class ModelConfig:
         self.validate()
 
     def validate(self) -> None:
-        if self.output not in KINDS:
-            raise ValueError(f"output must be one of {', '.join(KINDS)}, got {self.output!r}")
-        if self.out_activation not in ACTIVATIONS:
-            raise ValueError(f"out_activation must be one of {', '.join(ACTIVATIONS)}, got {self.out_activation!r}")
-        for name in ("emb", "hidden", "layers", "char_emb", "max_word_chars", "compose_chunk"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0 <= self.out_depth <= 4:
-            raise ValueError(f"out_depth must be in 0..4 (paper Table 7), got {self.out_depth}")
-        for name in ("dropout", "emb_dropout", "out_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        if not 0.0 <= self.update_prob <= 1.0:
-            raise ValueError(f"update_prob must be in [0, 1], got {self.update_prob}")
-        if not self.projection_reg >= 0 or self.projection_reg == float("inf"):
-            raise ValueError(f"projection_reg must be >= 0, got {self.projection_reg}")
-        if not 0 <= self.init_range < float("inf"):
-            raise ValueError(f"init_range must be a finite number >= 0, got {self.init_range}")
-        if not 1 <= self.adaptive_div < float("inf"):
-            raise ValueError(f"adaptive_div must be >= 1, got {self.adaptive_div}")
-        for name in ("correction", "highway_layers"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        check_fields(self)
         if not self.char_filters or any(w < 1 or n < 1 for w, n in self.char_filters):
             raise ValueError(f"char_filters must be non-empty (width, count) pairs >= 1, got {self.char_filters}")
         if self.cutoffs is not None and (

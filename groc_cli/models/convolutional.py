@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .chars import CharEncoder, PlanCache, StringTable
-from .common import OutputLayer, SoftmaxComposed, remap_rows, replace_parameter, uniform_, variational_dropout
+from .common import (OutputLayer, SoftmaxComposed, init_char_embedding, remap_rows, replace_parameter, uniform_,
+                     variational_dropout)
 
 
 class ConvolutionalOutput(OutputLayer):
@@ -26,9 +27,7 @@ class ConvolutionalOutput(OutputLayer):
         self.bias = nn.Parameter(uniform_(torch.empty(V), r, generator))
         self.chars = CharEncoder(config.char_emb, config.char_filters, config.highway_layers)
         self.out_proj = nn.Linear(self.chars.out_dim, d)
-        uniform_(self.chars.embedding.weight, r, generator)
-        with torch.no_grad():
-            self.chars.embedding.weight[0].zero_()
+        init_char_embedding(self.chars.embedding, config, generator)
         if config.correction > 0:
             self.correction = nn.Parameter(uniform_(torch.empty(V, config.correction), r, generator))
             self.correction_proj = nn.Linear(d, config.correction, bias=False)

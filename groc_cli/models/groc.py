@@ -6,7 +6,7 @@ r_x   = mean of c over x's lexicon relations   (0 when none / ``relations=False`
 d_x   = mean of c over x's definition words    (0 when none / ``definitions=False``)
 E_in  = stacked e_x over the vocabulary (input embeddings are rows of it)
 E_out = depth-k residual net over E_in with variational dropout (Eq. 4)
-b_v   = act(w . e_out_v + a)           (Eq. 5)
+b_v   = act(w . e_out_v + a)           (Eq. 5; act: bias_activation, default out_activation)
 
 No parameter depends on the vocabulary: ``set_vocab`` only rebuilds the string table.
 
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .chars import CharEncoder, PlanCache, StringTable, csr_rows, encode_strings
-from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, uniform_
+from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, init_char_embedding, uniform_
 from .lexicon import Lexicon
 
 _TABLE_KEYS = ("chars", "lengths", "rel_offsets", "rel_indices", "def_offsets", "def_indices")
@@ -44,14 +44,12 @@ class GroCOutput(OutputLayer):
         self.project = nn.Linear(3 * f, d)
         self.net = ResidualOutputNet(d, config.out_depth, config.out_activation, config.out_dropout)
         self.bias_w = nn.Linear(d, 1)
-        self.bias_act = ACT[config.out_activation]
+        self.bias_act = ACT[config.bias_activation or config.out_activation]
         r = config.init_range
         for module in (self.project, self.net, self.bias_w):
             for p in module.parameters():
                 uniform_(p, r, generator)
-        uniform_(self.chars.embedding.weight, r, generator)
-        with torch.no_grad():
-            self.chars.embedding.weight[0].zero_()  # PAD
+        init_char_embedding(self.chars.embedding, config, generator)
         self._build_table(self.vocab)
 
     def _build_table(self, vocab: list[str]) -> None:
@@ -126,7 +124,9 @@ class GroCOutput(OutputLayer):
             masks = self.net.sample_masks(e_in)
             step = chunk or e_in.size(0)
             e_out = torch.cat([self.net(e_in[s : s + step], masks) for s in range(0, e_in.size(0), step)])
-            bias = self.bias_act(self.bias_w(e_out).squeeze(-1))
+            # Dropout on the estimator's input (the authors' --bias_drop), not on the embeddings themselves.
+            bias_in = F.dropout(e_out, self.config.bias_dropout, self.training) if self.config.bias_dropout else e_out
+            bias = self.bias_act(self.bias_w(bias_in).squeeze(-1))
         return SoftmaxComposed(e_out, bias, grad=grad, input_weight=e_in)
 
     def embed(self, ids: torch.Tensor, composed: SoftmaxComposed) -> torch.Tensor:

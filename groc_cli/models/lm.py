@@ -41,6 +41,9 @@ class LanguageModel(nn.Module):
             uniform_(p, config.init_range, generator)
         self.input_dropout = LockedDropout(config.emb_dropout)
         self.hidden_dropout = LockedDropout(config.dropout)
+        between = config.dropout if config.layer_dropout is None else config.layer_dropout
+        self.layer_dropout = LockedDropout(between)
+        self.last_raw: torch.Tensor | None = None  # the last layer's output before dropout (for TAR)
         self._vocab_version = 0
         self._eval_cache: tuple[tuple, Composed] | None = None
 
@@ -107,10 +110,13 @@ class LanguageModel(nn.Module):
             state = self.init_state(ids.size(1))
         x = self.input_dropout(self.output_layer.embed(ids, composed))
         new_state = []
+        last = len(self.rnns) - 1
         for i, rnn in enumerate(self.rnns):
             x, s = rnn(x, state[i])
             new_state.append(s)
-            x = self.hidden_dropout(x)
+            if i == last:
+                self.last_raw = x if self.training else None
+            x = (self.hidden_dropout if i == last else self.layer_dropout)(x)
         return x, new_state
 
     def regularization(self) -> torch.Tensor:

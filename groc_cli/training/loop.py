@@ -20,49 +20,43 @@ import torch.distributed as dist
 
 from ..artifacts import atomic_path, provenance, write_parquet
 from ..errors import GrocError
+from ..settings import check_fields, setting
 from .run import load_trainer_state, load_weights, save_weights
 from .seed import rng_state, set_rng_state
 
 
 @dataclass
 class TrainConfig:
-    lr: float = 1e-3
-    batch_size: int = 20
-    eval_batch_size: int = 10
-    bptt: int = 35
-    clip: float = 0.1
-    max_epochs: int = 100
-    lr_decay: float = 0.1
-    lr_patience: int = 4
-    patience: int = 8
-    max_tokens: int | None = None
-    max_minutes: float | None = None
-    seed: int = 1
-    amp: bool = False  # bfloat16 autocast, on CUDA only (--amp)
-    checkpoint_every: int = 0  # steps between mid-epoch checkpoints (0: at epoch ends only)
-    log_every: int = 100
-    deterministic: bool = False
+    """Optimisation, schedule and budget of a training run (paper B.1). Each field is one
+    setting: its flag, help and bounds are generated from it (groc_cli/settings.py)."""
+
+    lr: float = setting(1e-3, "Adam learning rate (paper B.1: 1e-3).", low=0, low_open=True)
+    batch_size: int = setting(20, "Parallel streams per step (paper: 20).", low=1)
+    eval_batch_size: int = setting(10, "Streams for validation.", low=1)
+    bptt: int = setting(35, "Unrolled steps (paper: 35).", low=1)
+    clip: float = setting(0.1, "Gradient-norm clip (paper: 0.1; 0 disables).", low=0)
+    max_epochs: int = setting(100, "Most epochs (early stopping usually ends sooner).", low=1)
+    lr_decay: float = setting(0.1, "Learning-rate factor after --lr-patience bad epochs.", low=0, high=1, low_open=True)
+    lr_patience: int = setting(4, "Epochs without validation improvement before decaying the learning rate (paper: 4).",
+                               low=1)
+    patience: int = setting(8, "Epochs without validation improvement before stopping (paper: 8).", low=1)
+    max_tokens: int | None = setting(None, "Stop after this many training tokens.", low=1)
+    max_minutes: float | None = setting(None, "Stop after this many minutes of training.", low=0, low_open=True)
+    weight_decay: float = setting(0.0, "Adam's L2 penalty on every parameter (authors' code: 1.2e-6).", low=0)
+    adam_eps: float = setting(1e-8, "Adam's epsilon (authors' code: 1e-9).", low=0, low_open=True)
+    ar_alpha: float = setting(0.0, "Activation regularization α·mean(h²) on the last LSTM layer's dropped output "
+                              "(Merity et al. 2018; authors' code: 2).", low=0)
+    tar_beta: float = setting(0.0, "Temporal activation regularization β·mean((h_t − h_{t−1})²) on the last layer's "
+                              "output before dropout (authors' code: 1).", low=0)
+    seed: int = setting(1, "Seed for initialisation, dropout and --update-prob draws.")
+    amp: bool = setting(False, "bfloat16 mixed precision on CUDA (ignored on CPU). Off by default: the convolutional "
+                        "output layer diverged under it at the paper's size (docs/reproduction.md).")
+    checkpoint_every: int = setting(0, "Also checkpoint every N steps (0: at epoch ends).", low=0)
+    log_every: int = setting(100, "Steps between progress lines when stderr is not a terminal.", low=1)
+    deterministic: bool = setting(False, "Deterministic kernels (slower on GPU).", negation=False)
 
     def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        """Each message starts with the setting's name (commands turn it into their flag)."""
-        for name in ("lr", "max_minutes"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value}")
-        if not (math.isfinite(self.clip) and self.clip >= 0):
-            raise ValueError(f"clip must be a finite number >= 0 (0 disables clipping), got {self.clip}")
-        if not (0 < self.lr_decay <= 1):
-            raise ValueError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
-        for name in ("batch_size", "eval_batch_size", "bptt", "max_epochs", "lr_patience", "patience", "log_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-        if self.checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        check_fields(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrainConfig":
@@ -132,7 +126,8 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.device = device
         self.rank, self.world = world()
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, eps=config.adam_eps,
+                                          weight_decay=config.weight_decay)
         self.update_gen = torch.Generator().manual_seed(config.seed + 7919)
         self.pos = Position()
         self.metrics: list[dict] = []
@@ -220,7 +215,7 @@ class Trainer:
                     composed = model.compose(grad=model.sample_update(self.update_gen))
                     hidden, self.state = model(x, self.state, composed)
                     nll = composed.nll(hidden.reshape(-1, hidden.size(-1)).float(), y.reshape(-1))
-                    loss = nll.mean() + model.regularization()
+                    loss = nll.mean() + model.regularization() + self._activation_penalty(hidden)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if self.world > 1:
@@ -265,6 +260,17 @@ class Trainer:
             stop_reason = "max-epochs"
         return {"stop_reason": stop_reason, "epochs": len(self.metrics), "steps": self.pos.step,
                 "tokens": self.pos.tokens, "seconds": round(self.pos.seconds, 2), "best_valid_ppl": _ppl(self.pos.best_valid)}
+
+    def _activation_penalty(self, hidden: torch.Tensor) -> torch.Tensor | float:
+        """AR and TAR (Merity et al. 2018, as in the authors' code): added to the training loss, never
+        to the reported perplexity."""
+        cfg, penalty = self.config, 0.0
+        if cfg.ar_alpha:
+            penalty = penalty + cfg.ar_alpha * hidden.float().pow(2).mean()
+        raw = getattr(self.model, "last_raw", None)
+        if cfg.tar_beta and raw is not None and raw.size(0) > 1:
+            penalty = penalty + cfg.tar_beta * (raw[1:] - raw[:-1]).float().pow(2).mean()
+        return penalty
 
     def _end_epoch(self, partial: bool) -> str | None:
         cfg = self.config

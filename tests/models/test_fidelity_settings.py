@@ -1,0 +1,67 @@
+"""The settings that bring the authors' code's choices within reach (docs/reproduction.md,
+fidelity table): each is off by default and leaves the default model exactly as it was."""
+
+from __future__ import annotations
+
+import torch
+
+from groc_cli.training.loop import TrainConfig, Trainer
+from tests.models.test_models import VOCAB, make
+
+
+def train_steps(model, cfg: TrainConfig, steps: int = 5) -> list[torch.Tensor]:
+    torch.manual_seed(5)
+    cols = torch.randint(0, len(VOCAB), (steps * cfg.bptt + 1, cfg.batch_size))
+    cfg.max_tokens = steps * cfg.bptt * cfg.batch_size
+    trainer = Trainer(model, cols, None, cfg, run_dir=".", device=torch.device("cpu"))
+    trainer.checkpoint = lambda: None  # no files: the loop only
+    trainer._write_metrics = lambda: None
+    import groc_cli.training.loop as loop
+
+    saved, loop.save_weights = loop.save_weights, lambda *a, **k: None
+    try:
+        trainer.train()
+    finally:
+        loop.save_weights = saved
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_layer_dropout_defaults_to_dropout():
+    a = train_steps(make("tied", seed=1), TrainConfig(batch_size=3, bptt=4))
+    b = train_steps(make("tied", seed=1, layer_dropout=0.1), TrainConfig(batch_size=3, bptt=4))
+    c = train_steps(make("tied", seed=1, layer_dropout=0.5), TrainConfig(batch_size=3, bptt=4))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not all(torch.equal(x, y) for x, y in zip(a, c))
+
+
+def test_activation_regularization_and_adam_settings_change_training_only_when_set():
+    base = train_steps(make("tied", seed=1), TrainConfig(batch_size=3, bptt=4))
+    same = train_steps(make("tied", seed=1), TrainConfig(batch_size=3, bptt=4, ar_alpha=0.0, tar_beta=0.0, adam_eps=1e-8))
+    assert all(torch.equal(x, y) for x, y in zip(base, same))
+    for changed in (dict(ar_alpha=2.0), dict(tar_beta=1.0), dict(weight_decay=0.1), dict(adam_eps=1e-3)):
+        other = train_steps(make("tied", seed=1), TrainConfig(batch_size=3, bptt=4, **changed))
+        assert not all(torch.equal(x, y) for x, y in zip(base, other)), changed
+
+
+def test_char_embedding_init_normal_is_the_pytorch_default_scale():
+    uniform = make("groc", seed=2).output_layer.chars.embedding.weight.detach()
+    normal = make("groc", seed=2, char_embedding_init="normal").output_layer.chars.embedding.weight.detach()
+    assert uniform.abs().max() <= 0.05 and float(normal[1:].std()) > 0.5
+    assert torch.all(normal[0] == 0) and torch.all(uniform[0] == 0)  # padding
+
+
+def test_bias_activation_and_dropout():
+    biases = {}
+    for act in ("relu", "tanh"):
+        model = make("groc", seed=3, bias_activation=act, out_activation="relu")
+        model.eval()
+        biases[act] = model.compose(grad=False).bias
+    # Same weights: relu clips the negative pre-activations to 0 (no gradient), tanh keeps them.
+    assert torch.all(biases["relu"] >= 0) and torch.all(biases["tanh"] < 0) and biases["tanh"].abs().max() < 1
+    dropped = make("groc", seed=3, bias_dropout=0.5, bias_activation="tanh")
+    dropped.train()
+    torch.manual_seed(0)
+    b1 = dropped.compose(grad=False).bias
+    torch.manual_seed(1)
+    b2 = dropped.compose(grad=False).bias
+    assert not torch.equal(b1, b2)  # a fresh dropout mask on the estimator's input each step
