@@ -133,6 +133,15 @@ def test_a_second_writer_is_refused_in_one_line(work, tmp_path):
         assert second.returncode == 2 and "another groc process" in one_error_line(second)
         first.communicate(b"first writer\n", timeout=60)
         assert first.returncode == 0 and out.read_text() == "first writer\n"
+        # Two `groc prepare` into one -o: the second is refused, not silently replacing the first.
+        data = tmp_path / "data"
+        first = subprocess.Popen([sys.executable, "-m", "groc_cli", "prepare", "--train", "-", "-o", str(data)],
+                                 stdin=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV})
+        wait_for(lambda: (tmp_path / ".data.lock").exists(), "the first prepare's lock", first)
+        second = run_groc("prepare", "--train", "-", "-o", data, input=b"the second corpus\n")
+        assert second.returncode == 2 and "another groc process" in one_error_line(second)
+        first.communicate(b"the first corpus\n", timeout=60)
+        assert first.returncode == 0 and (data / "manifest.json").exists()
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)

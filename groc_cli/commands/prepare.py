@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ..artifacts import check_destination
+from ..artifacts import claim_output
 from ..console import emit_json, log
 from ..errors import GrocError
 from ..text.dataset import SPLITS, file_record, parse_budgets, prepare_dataset, split_by_budget
@@ -70,42 +70,42 @@ def prepare(
     for name, path in given.items():
         if path != "-":
             check_input_file(Path(path), f"--{name}")
-    check_destination(output, force)
-
-    start = time.perf_counter()
-    options = TokenizeOptions(lower=lower)
-    split_lines = {}
-    inputs = {}
-    for name, path in given.items():
-        log(f"reading {name} from {'stdin' if path == '-' else path}")
-        split_lines[name] = _read_split(path, f"--{name}", do_tokenize, options, jobs, errors)
-        inputs[name] = file_record(Path(path)) if path != "-" else {"path": "-"}
-    if budgets:
-        split_lines = split_by_budget(split_lines.pop("train"), budgets, eos=eos)
-        inputs = {"split_source": inputs["train"]}
-        short = [n for n, lines in split_lines.items() if not lines]
-        if short:
-            raise GrocError(f"--split {split}: the input ran out before the {short[0]} split; lower the budgets")
-        for (name, lines), budget in zip(split_lines.items(), budgets):
-            got = sum(len(t) + int(eos) for t in lines)
-            if budget is not None and got < budget:
-                log(f"warning: the {name} split has {got:,} tokens, fewer than its budget of {budget:,} (input ran out)")
-    arguments = {
-        "tokenize": do_tokenize, "lower": lower, "split": split, "eos": eos,
-        "min_count": min_count, "max_vocab": max_vocab, "errors": errors,
-    }
-    manifest = prepare_dataset(
-        split_lines, output, eos=eos, min_count=min_count, max_vocab=max_vocab, inputs=inputs, arguments=arguments
-    )
-    seconds = time.perf_counter() - start
-    parts = []
-    for name, s in manifest["splits"].items():
-        oov = f", OOV {100 * s['oov_rate']:.2f}%" if "oov_rate" in s and name != "train" else ""
-        parts.append(f"{name} {s['tokens']:,} tokens{oov}")
-    vocab = f"vocabulary {manifest['vocab_size']:,}" if manifest["vocab_size"] else f"no training split, {manifest['types_total']:,} types"
-    log(f"wrote {output}: {vocab}; " + "; ".join(parts) + f" ({seconds:.1f}s)")
-    if json_out:
-        emit_json(manifest)
+    sources = tuple(path for path in given.values() if path != "-")
+    with claim_output(output, force, kind="dataset directory", inputs=sources):
+        start = time.perf_counter()
+        options = TokenizeOptions(lower=lower)
+        split_lines = {}
+        inputs = {}
+        for name, path in given.items():
+            log(f"reading {name} from {'stdin' if path == '-' else path}")
+            split_lines[name] = _read_split(path, f"--{name}", do_tokenize, options, jobs, errors)
+            inputs[name] = file_record(Path(path)) if path != "-" else {"path": "-"}
+        if budgets:
+            split_lines = split_by_budget(split_lines.pop("train"), budgets, eos=eos)
+            inputs = {"split_source": inputs["train"]}
+            short = [n for n, lines in split_lines.items() if not lines]
+            if short:
+                raise GrocError(f"--split {split}: the input ran out before the {short[0]} split; lower the budgets")
+            for (name, lines), budget in zip(split_lines.items(), budgets):
+                got = sum(len(t) + int(eos) for t in lines)
+                if budget is not None and got < budget:
+                    log(f"warning: the {name} split has {got:,} tokens, fewer than its budget of {budget:,} (input ran out)")
+        arguments = {
+            "tokenize": do_tokenize, "lower": lower, "split": split, "eos": eos,
+            "min_count": min_count, "max_vocab": max_vocab, "errors": errors,
+        }
+        manifest = prepare_dataset(
+            split_lines, output, eos=eos, min_count=min_count, max_vocab=max_vocab, inputs=inputs, arguments=arguments
+        )
+        seconds = time.perf_counter() - start
+        parts = []
+        for name, s in manifest["splits"].items():
+            oov = f", OOV {100 * s['oov_rate']:.2f}%" if "oov_rate" in s and name != "train" else ""
+            parts.append(f"{name} {s['tokens']:,} tokens{oov}")
+        vocab = f"vocabulary {manifest['vocab_size']:,}" if manifest["vocab_size"] else f"no training split, {manifest['types_total']:,} types"
+        log(f"wrote {output}: {vocab}; " + "; ".join(parts) + f" ({seconds:.1f}s)")
+        if json_out:
+            emit_json(manifest)
 
 
 def register(app: typer.Typer) -> None:
