@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -71,6 +72,14 @@ def _on_signal(signum, frame) -> None:
     raise exc
 
 
+def _quiet_stdout() -> int:
+    # The reader of our stdout went away: point stdout at /dev/null so that the interpreter's
+    # final flush does not fail again, and end normally.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
 def _interrupted(exc: BaseException | None) -> int:
     if isinstance(exc, Terminated):
         print("groc: terminated", file=sys.stderr)
@@ -95,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         return result if isinstance(result, int) else 0
     except typer.Exit as exc:
         return exc.exit_code
+    except SystemExit as exc:
+        # typer ends with status 1 when stdout's reader went away (`groc tokenize | head`): a
+        # normal end of a pipeline, which `set -o pipefail` must not see as a failure.
+        if getattr(exc.__context__, "errno", None) == errno.EPIPE:
+            return _quiet_stdout()
+        raise
     except (typer.Abort, KeyboardInterrupt) as exc:
         return _interrupted(exc if isinstance(exc, KeyboardInterrupt) else exc.__cause__)
     except click_exceptions.UsageError as exc:
@@ -112,10 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"groc: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
-        # The reader of our stdout went away (e.g. `groc tokenize | head`): not an error.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return _quiet_stdout()
     except MemoryError:
         print("groc: error: out of memory; use a smaller --batch-size or --chunk", file=sys.stderr)
         return 1

@@ -231,3 +231,43 @@ def test_resume_refuses_settings_that_differ_from_the_run(work):
     # Budgets may be extended, and a flag repeating the stored value is no conflict.
     r = run_groc("train", work / "data", "-o", work / "run", "--resume", *TINY, "--max-epochs", "1", "--lr", "0.001")
     assert r.returncode == 0, r.stderr.decode()
+
+
+@pytest.fixture(scope="module")
+def big_text(tmp_path_factory):
+    """Enough text that tokenizing it with two workers takes a while."""
+    text = (REPO / "groc_cli" / "data" / "austen-persuasion.txt").read_text()
+    path = tmp_path_factory.mktemp("big") / "big.txt"
+    path.write_text(text * 40)
+    return path
+
+
+def test_a_closed_stdout_ends_a_pipeline_normally(big_text):
+    for jobs in ("1", "2"):
+        r = subprocess.run(["bash", "-o", "pipefail", "-c",
+                            f'"{sys.executable}" -m groc_cli tokenize "{big_text}" -j {jobs} | head -n 3'],
+                           capture_output=True, env={**os.environ, **TEST_ENV})
+        assert r.returncode == 0 and r.stderr.decode() == "", (jobs, r.stderr.decode())
+        assert len(r.stdout.decode().splitlines()) == 3
+
+
+@pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+@pytest.mark.parametrize("stage", ["tokenize", "prepare"])
+def test_workers_interrupted_with_their_parent_say_it_once(big_text, tmp_path, stage, signum, code, word):
+    out = tmp_path / "out"
+    args = (["tokenize", big_text, "-o", out] if stage == "tokenize"
+            else ["prepare", "--train", big_text, "--tokenize", "--split", "4000,1000", "-o", out])
+    # Ctrl-C reaches the whole process group, workers included: the test does the same.
+    proc = subprocess.Popen([sys.executable, "-m", "groc_cli", *map(str, args), "-j", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, **TEST_ENV})
+    wait_for(lambda: len(os.popen(f"pgrep -g {proc.pid}").read().split()) >= 3, "the workers", proc)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signum)
+    err = proc.communicate(timeout=60)[1].decode()
+    assert proc.returncode == code, err
+    lines = err.strip().splitlines()
+    assert lines[-1] == f"groc: {word}" and lines.count(lines[-1]) == 1 and "Traceback" not in err, err
+    time.sleep(0.5)
+    assert os.popen(f"pgrep -g {proc.pid}").read().split() == []
+    assert not out.exists() and leftovers(tmp_path) == []

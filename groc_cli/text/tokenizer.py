@@ -7,6 +7,7 @@ tokenizer and lowercased it; sacremoses is the Python port of those rules.
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator
 
@@ -73,6 +74,15 @@ def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
+def _worker_signals() -> None:
+    # Ctrl-C and a SIGTERM to the process group reach the workers too: the parent alone decides
+    # what they mean (it kills the workers and says "interrupted" once). Forked workers would
+    # otherwise inherit its handlers and print tracebacks, or die under a pool that then waits
+    # for them forever.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def tokenize_lines(lines: Iterable[str], options: TokenizeOptions, jobs: int = 1) -> Iterator[str]:
     """Tokenize lines in order; with jobs > 1, chunks go to worker processes and come back in order."""
     if jobs <= 1:
@@ -80,7 +90,12 @@ def tokenize_lines(lines: Iterable[str], options: TokenizeOptions, jobs: int = 1
             yield tokenize_line(line, options)
         return
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    with ctx.Pool(jobs) as pool:
+    with ctx.Pool(jobs, initializer=_worker_signals) as pool:
         work = ((chunk, options) for chunk in _chunks(lines, CHUNK_LINES))
-        for chunk in pool.imap(_tokenize_chunk, work):
-            yield from chunk
+        try:
+            for chunk in pool.imap(_tokenize_chunk, work):
+                yield from chunk
+        except BaseException:
+            for worker in pool._pool:  # they ignore SIGTERM, Pool.terminate's signal
+                worker.kill()
+            raise
