@@ -1,0 +1,125 @@
+"""Damaged artifacts (issue 14): a truncated, foreign or inconsistent dataset, states or run
+file is refused before any work with one line on stderr that names the file and the stage
+that writes it again, exit status 2, and nothing written."""
+
+import hashlib
+import json
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import REPO, run_groc
+
+TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """ds: a small dataset at --min-count 2 (so the run trains <unk> and eval has no warning to give);
+    ds-min1: the same text at --min-count 1 (same types, another checksum); run: a tiny tied run on
+    ds; st: its dumped valid states."""
+    root = tmp_path_factory.mktemp("pristine")
+    text = REPO / "groc_cli" / "data" / "austen-persuasion.txt"
+    for name, count in (("ds", "2"), ("ds-min1", "1")):
+        run_groc("prepare", "--train", text, "--split", "3000,800", "--min-count", count, "-o", root / name, check=True)
+    run_groc("train", root / "ds", "-o", root / "run", "--max-tokens", "100", *TINY, check=True)
+    run_groc("dump", root / "run", root / "ds", "--split", "valid", "-o", root / "st", "--device", "cpu", check=True)
+    return root
+
+
+@pytest.fixture
+def work(pristine, tmp_path, monkeypatch):
+    """A private copy of the pristine artifacts, as the working directory (paths in messages are relative)."""
+    for name in ("ds", "ds-min1", "run", "st"):
+        shutil.copytree(pristine / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def snapshot(root):
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+            for p in sorted(root.rglob("*"))}
+
+
+def refused(work, args, file, stage):
+    """Run groc in `work`; it must fail with status 2 and one stderr line naming `file` and `stage`,
+    print nothing on stdout, and leave every file under `work` as it was."""
+    before = snapshot(work)
+    r = run_groc(*args, cwd=work)
+    err = r.stderr.decode()
+    assert r.returncode == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("groc: error: "), err
+    assert str(file) in err and stage in err, err
+    assert not r.stdout
+    assert snapshot(work) == before
+    return err
+
+
+EVAL = ["eval", "run", "ds", "--split", "valid", "--device", "cpu", "--per-token", "out.parquet"]
+
+
+def rewrite_parquet(path, column, change):
+    """Replace one column of a groc Parquet file, keeping its provenance (a careful forgery)."""
+    table = pq.read_table(path)
+    values = table.column(column).to_numpy(zero_copy_only=False).copy()
+    change(values)
+    table = table.set_column(table.column_names.index(column), column, pa.array(values, type=table.schema.field(column).type))
+    pq.write_table(table, path)
+
+
+def edit_json(path, change):
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+# -- dataset directories -----------------------------------------------------------------------
+
+def test_truncated_split(work):
+    path = work / "ds" / "valid.parquet"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    refused(work, EVAL, "ds/valid.parquet", "groc prepare")
+
+
+@pytest.mark.parametrize("target", ["valid.parquet", "vocab.parquet"])
+def test_foreign_parquet_in_place_of_a_dataset_file(work, target):
+    shutil.copyfile(work / "run" / "metrics.parquet", work / "ds" / target)  # valid Parquet, another schema
+    refused(work, EVAL, f"ds/{target}", "groc prepare")
+
+
+def test_vocabulary_of_another_preparation(work):
+    # Same types, same schema, but another training vocabulary: only its recorded checksum tells.
+    shutil.copyfile(work / "ds-min1" / "vocab.parquet", work / "ds" / "vocab.parquet")
+    assert "another dataset" in refused(work, EVAL, "ds/vocab.parquet", "groc prepare")
+
+
+@pytest.mark.parametrize("content", [None, "{not json", "[1, 2]"])
+def test_missing_or_non_json_manifest(work, content):
+    path = work / "ds" / "manifest.json"
+    if content is None:
+        path.unlink()
+    else:
+        path.write_text(content)
+    refused(work, EVAL, "ds/manifest.json", "groc prepare")
+
+
+@pytest.mark.parametrize("change, file", [
+    (lambda m: m["splits"]["valid"].update(tokens=m["splits"]["valid"]["tokens"] + 7), "ds/valid.parquet"),
+    (lambda m: m.update(types_total=m["types_total"] - 5), "ds/vocab.parquet"),
+    (lambda m: m.update(vocab_size=m["vocab_size"] - 5), "ds/vocab.parquet"),
+], ids=["split-tokens", "types-total", "vocab-size"])
+def test_manifest_sizes_that_disagree_with_the_files(work, change, file):
+    edit_json(work / "ds" / "manifest.json", change)
+    assert "manifest.json" in refused(work, EVAL, file, "groc prepare")
+
+
+def test_token_ids_beyond_the_vocabulary(work):
+    types = json.loads((work / "ds" / "manifest.json").read_text())["types_total"]
+
+    def beyond(ids):
+        ids[5] = types + 10
+
+    rewrite_parquet(work / "ds" / "valid.parquet", "id", beyond)
+    refused(work, EVAL, "ds/valid.parquet", "groc prepare")
