@@ -123,3 +123,26 @@ def test_token_ids_beyond_the_vocabulary(work):
 
     rewrite_parquet(work / "ds" / "valid.parquet", "id", beyond)
     refused(work, EVAL, "ds/valid.parquet", "groc prepare")
+
+
+def _other_id(ids):
+    ids[5] = (int(ids[5]) + 1) % 3  # in range, same length: only reading the split shows it
+
+
+@pytest.mark.parametrize("args", [
+    EVAL,
+    ["dump", "run", "ds", "--split", "valid", "-o", "st2", "--device", "cpu"],
+    ["train", "ds", "-o", "run2", *TINY],
+    ["finetune", "run", "ds", "-o", "run2"],
+], ids=["eval", "dump", "train", "finetune"])
+def test_verify_reads_every_split(work, args):
+    rewrite_parquet(work / "ds" / "valid.parquet", "id", _other_id)
+    assert "--verify" in refused(work, [*args, "--verify"], "ds/valid.parquet", "groc prepare")
+
+
+def test_verify_checks_the_words_against_the_manifest_checksum(work):
+    def rename(words):
+        words[7] = words[7] + "x"
+
+    rewrite_parquet(work / "ds" / "vocab.parquet", "word", rename)
+    refused(work, [*EVAL, "--verify"], "ds/vocab.parquet", "groc prepare")

@@ -42,7 +42,7 @@ DTYPES = ("float16", "float32")
 
 def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, vocab_mode: str = "model",
                 dtype: str = "float16", checkpoint: str = "best", chunk: int = 256, device: str = "auto",
-                force: bool = False, lexicon: Path | None = None) -> dict:
+                force: bool = False, lexicon: Path | None = None, verify: bool = False) -> dict:
     started = time.perf_counter()
     if dtype not in DTYPES:
         raise GrocError(f"--dtype {dtype!r}: expected float16 or float32")
@@ -53,7 +53,7 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
     if chunk < 1:
         raise GrocError(f"--chunk {chunk}: must be >= 1")
     run = Run(run_dir)
-    dataset = open_dataset(dataset_dir)
+    dataset = open_dataset(dataset_dir, verify)
     if not dataset.has_split(split):
         have = ", ".join(dataset.manifest["splits"]) or "none"
         raise GrocError(f"dataset {dataset.path} has no {split} split (it has: {have}); choose another --split")

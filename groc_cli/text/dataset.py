@@ -289,10 +289,12 @@ def _check_recorded(file: Path, schema: pa.Schema, rows: int, manifest: dict, re
         raise DamagedInput(file, "belongs to another dataset (its recorded checksum is not manifest.json's)", rebuild)
 
 
-def open_dataset(path: Path) -> Dataset:
-    """Open a dataset directory and check it before any work, as far as it is cheap: every file is
+def open_dataset(path: Path, verify: bool = False) -> Dataset:
+    """Open a dataset directory and check it before any work. Always, as it is cheap: every file is
     readable Parquet with groc's columns, has the size the manifest records and carries its
-    checksum, and the vocabulary's per-split counts add up to the recorded tokens and types."""
+    checksum, and the vocabulary's per-split counts add up to the recorded tokens and types. With
+    `verify` (--verify), every split is read: its tokens must be those the vocabulary counts, and
+    the words and ids together must give the manifest's content checksum."""
     path = Path(path)
     if not path.is_dir():
         raise GrocError(f"dataset {path}: not a directory; create it with 'groc prepare ... -o {path}'")
@@ -325,7 +327,23 @@ def open_dataset(path: Path) -> Dataset:
         if (tokens, types) != (stats["tokens"], stats["types"]):
             raise DamagedInput(vocab_file, f"counts {tokens:,} tokens of {types:,} types in the {name} split, but "
                                f"manifest.json records {stats['tokens']:,} of {stats['types']:,}", rebuild)
+    if verify:
+        _verify_content(dataset)
     return dataset
+
+
+def _verify_content(dataset: Dataset) -> None:
+    """--verify: each split's ids are the tokens the vocabulary counts for it (which names a damaged
+    split), then words and ids together give the manifest's checksum (which also covers the
+    words themselves and the order of the ids, that no count shows)."""
+    arrays = {name: dataset.ids(name) for name in dataset.manifest["splits"]}
+    for name, ids in arrays.items():
+        if not np.array_equal(np.bincount(ids, minlength=len(dataset.words)), dataset.counts[name]):
+            raise DamagedInput(dataset.split_file(name), "does not hold the tokens that vocab.parquet counts for it "
+                               "(--verify)", dataset.rebuild)
+    if content_checksum(dataset.words, arrays, dataset.vocab_size) != dataset.checksum:
+        raise DamagedInput(dataset.path / "vocab.parquet", "(its words) or the order of the splits' ids no longer give "
+                           "manifest.json's checksum (--verify)", dataset.rebuild)
 
 
 def vocab_for_lexicon(path: Path) -> tuple[list[str], list[str]]:

@@ -62,20 +62,20 @@ def _param_report(model) -> int:
 
 def train_new(dataset_dir: Path, run_dir: Path, model_config: ModelConfig, train_config: TrainConfig,
               lexicon_path: Path | None, device_name: str, resume: bool, force: bool, progress,
-              given: dict | None = None) -> dict:
+              given: dict | None = None, verify: bool = False) -> dict:
     """Train a new run (or resume one). `given` maps the settings the user gave explicitly to the
     flag that gave them, so that --resume can refuse those that differ from the run's."""
     with _run_lock(run_dir):
         return _train_new(dataset_dir, Path(run_dir), model_config, train_config, lexicon_path, device_name, resume,
-                          force, progress, given or {})
+                          force, progress, given or {}, verify)
 
 
 def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, device_name, resume, force, progress,
-               given) -> dict:
+               given, verify) -> dict:
     device = resolve_device(device_name)
     tune_allocator()
     rank, world, device = init_distributed(device)
-    dataset = open_dataset(dataset_dir)
+    dataset = open_dataset(dataset_dir, verify)
     if not dataset.has_split("train") or dataset.vocab_size == 0:
         raise GrocError(f"dataset {dataset_dir} has no train split; prepare it with --train")
     run_dir = Path(run_dir)
@@ -122,20 +122,20 @@ def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, d
 
 
 def finetune(run_src: Path, dataset_dir: Path, run_dir: Path, train_config: TrainConfig, lexicon_path: Path | None,
-             device_name: str, resume: bool, force: bool, progress, given: dict | None = None) -> dict:
+             device_name: str, resume: bool, force: bool, progress, given: dict | None = None, verify: bool = False) -> dict:
     """Continue training on a target domain; the vocabulary becomes the union of the model's and the new data's."""
     with _run_lock(run_dir):
         return _finetune(run_src, dataset_dir, Path(run_dir), train_config, lexicon_path, device_name, resume, force,
-                         progress, given or {})
+                         progress, given or {}, verify)
 
 
 def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_name, resume, force, progress,
-              given) -> dict:
+              given, verify) -> dict:
     device = resolve_device(device_name)
     tune_allocator()
     rank, world, device = init_distributed(device)
     source = Run(run_src)
-    dataset = open_dataset(dataset_dir)
+    dataset = open_dataset(dataset_dir, verify)
     if not dataset.has_split("train") or dataset.vocab_size == 0:
         raise GrocError(f"dataset {dataset_dir} has no train split; prepare the target-domain data with --train")
     run_dir = Path(run_dir)
