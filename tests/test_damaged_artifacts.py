@@ -6,6 +6,7 @@ import hashlib
 import json
 import shutil
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -146,3 +147,27 @@ def test_verify_checks_the_words_against_the_manifest_checksum(work):
 
     rewrite_parquet(work / "ds" / "vocab.parquet", "word", rename)
     refused(work, [*EVAL, "--verify"], "ds/vocab.parquet", "groc prepare")
+
+
+# -- states directories ------------------------------------------------------------------------
+
+EVAL_STATES = ["eval", "run", "ds", "--states", "st", "--cache", "local", "--device", "cpu", "--per-token", "out.parquet"]
+
+
+@pytest.mark.parametrize("name", ["hidden", "targets", "logp"])
+def test_truncated_states_array(work, name):
+    path = work / "st" / f"{name}.npy"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size - 64])
+    refused(work, EVAL_STATES, f"st/{name}.npy", "groc dump")
+
+
+def test_states_arrays_whose_lengths_disagree(work):
+    # logp.npy shortened and its own record in meta.json edited to match: only the other arrays disagree.
+    np.save(work / "st" / "logp.npy", np.load(work / "st" / "logp.npy")[:-5])
+    edit_json(work / "st" / "meta.json", lambda m: m["files"]["logp"].update(shape=[m["predictions"] - 5]))
+    refused(work, EVAL_STATES, "st/logp.npy", "groc dump")
+
+
+def test_missing_states_meta(work):
+    (work / "st" / "meta.json").unlink()
+    refused(work, EVAL_STATES, "st/meta.json", "groc dump")
