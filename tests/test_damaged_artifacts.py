@@ -171,3 +171,25 @@ def test_states_arrays_whose_lengths_disagree(work):
 def test_missing_states_meta(work):
     (work / "st" / "meta.json").unlink()
     refused(work, EVAL_STATES, "st/meta.json", "groc dump")
+
+
+# -- run directories ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [["train", "ds"], ["finetune", "run", "ds"]], ids=["train", "finetune"])
+def test_truncated_trainer_state_on_resume(work, command):
+    # finetune --resume continues a finetuned run; the tiny run stands in for one (its last/ is what is read).
+    path = work / "run" / "last" / "trainer.pt"
+    path.write_bytes(path.read_bytes()[:1000])
+    refused(work, [*command, "-o", "run", "--resume"], "run/last/trainer.pt", "--checkpoint best")
+
+
+@pytest.mark.parametrize("setting, value", [("emb", 10), ("hidden", 12), ("output", "lookup")])
+def test_config_that_no_longer_matches_the_weights(work, setting, value):
+    edit_json(work / "run" / "config.json", lambda c: c["model"].update({setting: value}))
+    refused(work, EVAL, "run/config.json", "groc train")
+
+
+def test_missing_run_vocabulary(work):
+    (work / "run" / "vocab.parquet").unlink()
+    refused(work, ["dump", "run", "ds", "--split", "valid", "-o", "st2", "--device", "cpu"], "run/vocab.parquet",
+            "groc train")
