@@ -17,14 +17,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__
-from .errors import GrocError
+from .errors import DamagedInput, GrocError
 
 METADATA_KEY = b"groc"
 
@@ -302,19 +302,67 @@ def read_metadata(path: Path) -> dict:
     return json.loads(raw) if raw else {}
 
 
+def open_parquet(path: Path, columns: dict[str, Callable[[pa.DataType], bool]], rebuild: str) -> pq.ParquetFile:
+    """A Parquet file that an earlier stage wrote, opened by its footer only, with each of `columns`
+    present and of a type its test accepts. A missing, truncated or foreign file (valid Parquet
+    with another schema) is one DamagedInput naming it and `rebuild`, the command that writes it."""
+    path = Path(path)
+    if not path.is_file():
+        raise DamagedInput(path, "is missing", rebuild)
+    try:
+        handle = pq.ParquetFile(path)
+        schema = handle.schema_arrow
+    except (pa.ArrowException, OSError) as exc:
+        raise DamagedInput(path, f"is not a readable Parquet file ({first_line(exc)})", rebuild) from None
+    for name, accepts in columns.items():
+        if name not in schema.names or not accepts(schema.field(name).type):
+            have = ", ".join(f"{f.name} {f.type}" for f in list(schema)[:6]) + (", ..." if len(schema) > 6 else "")
+            raise DamagedInput(path, f"is not the file groc wrote here: no column {name!r} of the right type "
+                               f"(it has: {have})", rebuild)
+    return handle
+
+
+def read_parquet(path: Path, columns: dict[str, Callable[[pa.DataType], bool]], rebuild: str) -> pa.Table:
+    """`columns` of the Parquet file at `path`, checked as `open_parquet` does; damage inside the
+    data pages, which the footer does not show, is the same one-line DamagedInput."""
+    handle = open_parquet(path, columns, rebuild)
+    try:
+        return handle.read(columns=list(columns))
+    except (pa.ArrowException, OSError) as exc:
+        raise DamagedInput(path, f"is damaged ({first_line(exc)})", rebuild) from None
+
+
+def parquet_checksum(schema: pa.Schema) -> str | None:
+    """The dataset checksum a groc Parquet file records in its provenance, if any."""
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    try:
+        return json.loads(raw).get("checksum") if raw else None
+    except (ValueError, AttributeError):
+        return None
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message in one line, for a one-line error that quotes it."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def write_json(obj: Any, path: Path) -> None:
     with atomic_file(path, "w") as handle:
         json.dump(obj, handle, indent=2, sort_keys=True)
         handle.write("\n")
 
 
-def read_json(path: Path, what: str) -> Any:
+def read_json(path: Path, what: str, rebuild: str = "recreate it") -> dict:
+    """The JSON object in `path`; `rebuild` names the command that writes it again."""
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise GrocError(f"{what} {path} not found") from None
+        raise DamagedInput(path, f"({what}) is missing", rebuild) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GrocError(f"{what} {path} is not valid JSON ({exc}); recreate it") from None
+        raise DamagedInput(path, f"({what}) is not valid JSON ({exc})", rebuild) from None
+    if not isinstance(data, dict):
+        raise DamagedInput(path, f"({what}) holds a JSON {type(data).__name__}, not an object", rebuild)
+    return data
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

@@ -9,3 +9,12 @@ class GrocError(Exception):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the process is so that it cleans up as after Ctrl-C (exit status 143)."""
+
+
+class DamagedInput(GrocError):
+    """A file that an earlier stage wrote is missing, unreadable, foreign or inconsistent with the
+    files beside it. The message names the file and the command that writes it again, because
+    repairing it by hand would only move the damage somewhere less visible."""
+
+    def __init__(self, file, problem: str, rebuild: str):
+        super().__init__(f"{file} {problem}; {rebuild}")

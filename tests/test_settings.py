@@ -109,7 +109,7 @@ def test_paper_configs_are_valid_settings():
     assert groc["out_depth"] == 0 and groc["out_dropout"] == 0.2  # Table 8, penn
 
 
-MESSAGES = {"GrocError", "ValueError", "OutputBusy", "DiskFull", "print", "log", "BadParameter"}
+MESSAGES = {"GrocError", "ValueError", "OutputBusy", "DiskFull", "DamagedInput", "print", "log", "BadParameter"}
 # Flags of other programs that groc's messages name.
 FOREIGN = {"--nproc_per_node"}
 

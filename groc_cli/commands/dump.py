@@ -9,6 +9,7 @@ import typer
 
 from ..console import emit_json
 from ..evaluation.states import dump_states
+from ._inputs import VERIFY
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -37,9 +38,11 @@ def dump(
     lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="GroC: use this lexicon table instead of the run's own "
                                            "(recorded in meta.json)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing -o directory."),
+    verify: bool = VERIFY,
 ) -> None:
     """Dump the states a cache needs (one stream, carried state), written incrementally and atomically."""
-    emit_json(dump_states(run_dir, dataset, split, output_dir, vocab, dtype, checkpoint, chunk, device, force, lexicon))
+    emit_json(dump_states(run_dir, dataset, split, output_dir, vocab, dtype, checkpoint, chunk, device, force, lexicon,
+                          verify))
 
 
 def register(app: typer.Typer) -> None:

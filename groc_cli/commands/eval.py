@@ -9,6 +9,7 @@ import typer
 
 from ..console import emit_json
 from ..evaluation.perplexity import EvalSettings, evaluate
+from ._inputs import VERIFY
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -77,6 +78,7 @@ def eval_command(
     chunk: int = typer.Option(256, "--chunk", help="Positions run through the LSTM at once (results do not depend on it)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out or --index-save file."),
+    verify: bool = VERIFY,
 ) -> None:
     """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
     settings = EvalSettings(
@@ -86,7 +88,7 @@ def eval_command(
         grid=grid, lexicon=_str(lexicon), checkpoint=checkpoint, chunk=chunk, device=device,
     )
     emit_json(evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
-                       vocab_given=vocab is not None, split_given=split is not None, grid_out=grid_out))
+                       vocab_given=vocab is not None, split_given=split is not None, grid_out=grid_out, verify=verify))
 
 
 def _str(path: Optional[Path]) -> Optional[str]:

@@ -13,6 +13,7 @@ from ..models import ModelConfig
 from ..training.api import finetune as finetune_run
 from ..training.loop import TrainConfig
 from . import _settings as S
+from ._inputs import VERIFY
 from ._training_flags import COMMON, StepProgress
 
 EPILOG = """[bold]Examples[/bold]
@@ -35,7 +36,7 @@ def finetune(
     lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="groc: lexicon covering the new words (default: the run's)."),
     config: Optional[Path] = S.CONFIG,
     device: str = COMMON["device"], resume: bool = COMMON["resume"], force: bool = COMMON["force"],
-    json_out: bool = COMMON["json_out"],
+    json_out: bool = COMMON["json_out"], verify: bool = VERIFY,
     **settings,
 ) -> None:
     """Finetune a trained model on new data; new words are composed (groc) or get random rows (table outputs)."""
@@ -46,7 +47,7 @@ def finetune(
     # The model's settings are the trained run's; a --config (even a run's config.json) gives training settings only.
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides, fixed=("model",))
     summary = finetune_run(run, dataset, output_dir, built["train"], lexicon, device, resume, force,
-                           StepProgress(built["train"].log_every), given=S.given(ctx))
+                           StepProgress(built["train"].log_every), given=S.given(ctx), verify=verify)
     if json_out:
         emit_json(summary)
 

@@ -13,6 +13,7 @@ from ..models import ModelConfig
 from ..training.api import train_new
 from ..training.loop import TrainConfig
 from . import _settings as S
+from ._inputs import VERIFY
 from ._training_flags import COMMON, StepProgress
 
 EPILOG = """[bold]Examples[/bold]
@@ -40,7 +41,7 @@ def train(
     lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="Lexicon table from 'groc lexicon' (needed by --output groc)."),
     config: Optional[Path] = S.CONFIG,
     device: str = COMMON["device"], resume: bool = COMMON["resume"], force: bool = COMMON["force"],
-    json_out: bool = COMMON["json_out"],
+    json_out: bool = COMMON["json_out"], verify: bool = VERIFY,
     **settings,
 ) -> None:
     """Train an LSTM language model with the chosen output layer; writes weights, config and per-epoch metrics."""
@@ -53,7 +54,7 @@ def train(
     if lexicon is not None and model_config.output != "groc":
         raise GrocError("--lexicon is used by --output groc only")
     summary = train_new(dataset, output_dir, model_config, built["train"], lexicon, device, resume, force,
-                        StepProgress(built["train"].log_every), given=S.given(ctx))
+                        StepProgress(built["train"].log_every), given=S.given(ctx), verify=verify)
     if json_out:
         emit_json(summary)
 

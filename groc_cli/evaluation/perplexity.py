@@ -319,21 +319,21 @@ class CachedStream:
 
 def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path | None = None, force: bool = False,
              states_dir: Path | None = None, vocab_given: bool = True, split_given: bool = True,
-             grid_out: Path | None = None) -> dict:
+             grid_out: Path | None = None, verify: bool = False) -> dict:
     """Evaluate; returns the JSON summary. With ``states_dir``, --vocab and --split default
     to the states' own (``*_given`` False). With ``s.grid`` every combination is scored in
     the same pass; the summary's perplexity is the best one's and ``grid`` lists them all.
     Each output file is locked from its check until it is written (one writer per output)."""
     with contextlib.ExitStack() as outputs:
         return _evaluate(run_dir, dataset_dir, s, per_token, force, states_dir, vocab_given, split_given, grid_out,
-                         outputs)
+                         outputs, verify)
 
 
 def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_dir, vocab_given, split_given, grid_out,
-              outputs: contextlib.ExitStack) -> dict:
+              outputs: contextlib.ExitStack, verify: bool) -> dict:
     started = time.perf_counter()
     run = Run(run_dir)
-    dataset = open_dataset(dataset_dir)
+    dataset = open_dataset(dataset_dir, verify)
     kind = run.model_config.output
     states = None
     if states_dir is not None:

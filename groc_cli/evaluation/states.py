@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ..artifacts import (atomic_dir, claim_output, provenance, read_json, require_space, sha256_file,
-                         write_json, write_parquet)
+from ..artifacts import (atomic_dir, claim_output, first_line, provenance, read_json, read_parquet, require_space,
+                         sha256_file, write_json, write_parquet)
 from ..console import log
-from ..errors import GrocError
+from ..errors import DamagedInput, GrocError
 from ..runtime import resolve_device
 from ..text.dataset import Dataset, open_dataset
 from ..training.run import Run
@@ -42,7 +41,7 @@ DTYPES = ("float16", "float32")
 
 def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, vocab_mode: str = "model",
                 dtype: str = "float16", checkpoint: str = "best", chunk: int = 256, device: str = "auto",
-                force: bool = False, lexicon: Path | None = None) -> dict:
+                force: bool = False, lexicon: Path | None = None, verify: bool = False) -> dict:
     started = time.perf_counter()
     if dtype not in DTYPES:
         raise GrocError(f"--dtype {dtype!r}: expected float16 or float32")
@@ -53,7 +52,7 @@ def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, voc
     if chunk < 1:
         raise GrocError(f"--chunk {chunk}: must be >= 1")
     run = Run(run_dir)
-    dataset = open_dataset(dataset_dir)
+    dataset = open_dataset(dataset_dir, verify)
     if not dataset.has_split(split):
         have = ", ".join(dataset.manifest["splits"]) or "none"
         raise GrocError(f"dataset {dataset.path} has no {split} split (it has: {have}); choose another --split")
@@ -134,8 +133,12 @@ def _reserved_memmap(path: Path, spec: dict) -> np.memmap:
 
 @dataclass
 class States:
+    """A states directory, checked on open; `arrays` are its memory maps, `words` its vocabulary."""
+
     path: Path
     meta: dict
+    arrays: dict[str, np.ndarray] = field(repr=False)
+    words: list[str] = field(repr=False)
 
     def check(self, run: Run, dataset: Dataset, split: str, checkpoint: str) -> None:
         m = self.meta
@@ -149,34 +152,72 @@ class States:
             raise GrocError(f"states {self.path} hold the {m['split']} split, not {split}; use --split {m['split']}")
 
     def chunks(self, vocab: EvalVocab, chunk: int) -> Iterator[Chunk]:
-        words = pq.read_table(self.path / "vocab.parquet").column("word").to_pylist()
-        if words != vocab.words:
+        if self.words != vocab.words:
             raise GrocError(f"states {self.path}: vocab.parquet differs from the evaluation vocabulary; dump again")
-        arrays = {name: np.load(self.path / f"{name}.npy", mmap_mode="r") for name in self.meta["files"]}
+        return self._chunks(vocab, chunk)
+
+    def _chunks(self, vocab: EvalVocab, chunk: int) -> Iterator[Chunk]:
+        arrays = self.arrays
         n = self.meta["predictions"]
         for i in range(0, n, chunk):
             e = min(i + chunk, n)
             targets = arrays["targets"][i:e].astype(np.int64)
             if not np.array_equal(targets, vocab.targets[i + 1 : e + 1]):
-                raise GrocError(f"states {self.path}: targets.npy does not match the dataset split; dump again")
+                raise DamagedInput(self.path / "targets.npy", "does not match the dataset split", _redump(self.path, self.meta))
             yield Chunk(i, np.array(arrays["hidden"][i:e], dtype=np.float32), targets,
                         np.array(arrays["logp"][i:e], dtype=np.float64),
                         np.array(arrays["new_mass"][i:e], dtype=np.float64) if "new_mass" in arrays else None)
 
 
+#: What meta.json must record for the arrays to be read (the checks against the run and dataset use the rest).
+META_KEYS = ("files", "predictions", "dim", "vocab_size", "vocab", "split", "model_checksum", "dataset_checksum")
+
+
+def _redump(path: Path, meta: dict | None = None) -> str:
+    """The command that writes the states again: the recorded one, where meta.json still tells it."""
+    try:
+        args = (f"{meta['run']} {meta['dataset']} --split {meta['split']} --vocab {meta['vocab']} "
+                f"--dtype {meta['files']['hidden']['dtype']} --checkpoint {meta['checkpoint']}")
+        if meta.get("lexicon"):
+            args += f" --lexicon {meta['lexicon']['path']}"
+    except (KeyError, TypeError):
+        args = "RUN DATASET --split SPLIT"
+    return f"re-run 'groc dump {args} -o {path} --force'"
+
+
 def open_states(path: Path) -> States:
+    """Open a states directory and check, before any work, that every array meta.json records is
+    there, readable, and as long as the number of predictions it records (a truncated file or
+    one from another dump would otherwise fail mid-evaluation or be read past its end)."""
     path = Path(path)
     if not path.is_dir():
         raise GrocError(f"--states {path}: not a directory; create it with 'groc dump RUN DATASET --split S -o {path}'")
-    meta = read_json(path / "meta.json", "states metadata")
+    meta = read_json(path / "meta.json", "states metadata", _redump(path))
+    redump = _redump(path, meta)
     if meta.get("format") != STATES_FORMAT or meta.get("format_version") != STATES_FORMAT_VERSION:
-        raise GrocError(f"--states {path} is not a groc states directory of format version {STATES_FORMAT_VERSION}; dump again")
-    for name, spec in meta["files"].items():
+        raise GrocError(f"--states {path} is not a groc states directory of format version {STATES_FORMAT_VERSION}; {redump}")
+    missing = [key for key in META_KEYS if key not in meta]
+    files = meta.get("files")
+    if missing or not isinstance(files, dict) or not {"hidden", "targets", "logp"} <= set(files):
+        raise DamagedInput(path / "meta.json", f"does not record the dumped arrays (missing: {', '.join(missing) or 'files'})",
+                           redump)
+    n = meta["predictions"]
+    arrays = {}
+    for name, spec in files.items():
         file = path / f"{name}.npy"
-        if not file.exists():
-            raise GrocError(f"--states {path} is incomplete: {file.name} is missing; dump again")
-        array = np.load(file, mmap_mode="r")
-        if list(array.shape) != spec["shape"] or str(array.dtype) != spec["dtype"]:
-            raise GrocError(f"--states {path}: {file.name} has shape {array.shape} {array.dtype}, meta.json says "
-                            f"{spec['shape']} {spec['dtype']}; dump again")
-    return States(path, meta)
+        if not file.is_file():
+            raise DamagedInput(file, "is missing", redump)
+        try:
+            array = np.load(file, mmap_mode="r")
+        except (ValueError, OSError, EOFError) as exc:
+            raise DamagedInput(file, f"is not a readable array, truncated or damaged ({first_line(exc)})", redump) from None
+        expected = [n, meta["dim"]] if name == "hidden" else [n]
+        if list(array.shape) != expected or str(array.dtype) != spec.get("dtype"):
+            raise DamagedInput(file, f"holds {list(array.shape)} {array.dtype}, but meta.json records {expected} "
+                               f"{spec.get('dtype')} ({n:,} predictions)", redump)
+        arrays[name] = array
+    vocab_file = path / "vocab.parquet"
+    words = read_parquet(vocab_file, {"word": pa.types.is_string}, redump).column("word").to_pylist()
+    if len(words) != meta["vocab_size"]:
+        raise DamagedInput(vocab_file, f"has {len(words):,} words, but meta.json records {meta['vocab_size']:,}", redump)
+    return States(path, meta, arrays, words)

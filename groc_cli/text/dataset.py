@@ -31,8 +31,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import __version__
-from ..artifacts import atomic_dir, id_dtype, provenance, read_json, sha256_file, write_json, write_parquet
-from ..errors import GrocError
+from ..artifacts import (atomic_dir, id_dtype, open_parquet, parquet_checksum, provenance, read_json, read_parquet,
+                         sha256_file, write_json, write_parquet)
+from ..errors import DamagedInput, GrocError
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "valid", "test")
@@ -208,6 +209,11 @@ def prepare_dataset(
     return manifest
 
 
+#: What a dataset's vocab.parquet holds, by column: the type tests that `open_dataset` applies.
+VOCAB_COLUMNS = {"id": pa.types.is_integer, "word": pa.types.is_string, "in_vocab": pa.types.is_boolean,
+                 **{f"count_{name}": pa.types.is_integer for name in SPLITS}}
+
+
 @dataclass
 class Dataset:
     """A prepared dataset directory, validated on open."""
@@ -230,35 +236,114 @@ class Dataset:
     def checksum(self) -> str:
         return self.manifest["checksum"]
 
+    @property
+    def rebuild(self) -> str:
+        return _rebuild(self.path)
+
     def has_split(self, name: str) -> bool:
         return name in self.manifest["splits"]
+
+    def split_file(self, split: str) -> Path:
+        return self.path / f"{split}.parquet"
+
+    def id_columns(self) -> dict:
+        """A split's one column, of the integer type the manifest records (chosen from the vocabulary size)."""
+        return {"id": lambda kind: str(kind) == self.manifest["id_dtype"]}
 
     def ids(self, split: str) -> np.ndarray:
         if not self.has_split(split):
             have = ", ".join(self.manifest["splits"]) or "none"
             raise GrocError(f"dataset {self.path} has no {split} split (it has: {have}); prepare it with --{split}")
-        table = pq.read_table(self.path / f"{split}.parquet", columns=["id"])
-        return table.column("id").to_numpy()
+        file = self.split_file(split)
+        ids = read_parquet(file, self.id_columns(), self.rebuild).column("id").to_numpy()
+        # An id past the vocabulary would index out of every table built from it (a traceback at best).
+        largest = int(ids.max()) if ids.size else -1
+        if largest >= len(self.words):
+            raise DamagedInput(file, f"holds token id {largest:,}, beyond the {len(self.words):,} types of vocab.parquet",
+                               self.rebuild)
+        return ids
 
 
-def open_dataset(path: Path) -> Dataset:
+def _rebuild(path: Path) -> str:
+    return f"rebuild the dataset with 'groc prepare ... -o {path} --force'"
+
+
+def _manifest_problem(manifest: dict) -> str | None:
+    """What a manifest lacks that later stages read, if anything."""
+    for key, kind in (("checksum", str), ("vocab_size", int), ("types_total", int), ("id_dtype", str), ("splits", dict)):
+        if not isinstance(manifest.get(key), kind):
+            return f"has no valid {key!r}"
+    for name, stats in manifest["splits"].items():
+        counted = isinstance(stats, dict) and all(isinstance(stats.get(k), int) for k in ("tokens", "types"))
+        if name not in SPLITS or not counted:
+            return f"has no valid record of the {name!r} split"
+    return None
+
+
+def _check_recorded(file: Path, schema: pa.Schema, rows: int, manifest: dict, recorded: int, unit: str, rebuild: str) -> None:
+    """A dataset file has the size the manifest records and carries the manifest's checksum in its
+    provenance: a file from another preparation (or not from groc) is refused by name."""
+    if rows != recorded:
+        raise DamagedInput(file, f"has {rows:,} {unit} but manifest.json records {recorded:,}", rebuild)
+    if parquet_checksum(schema) != manifest["checksum"]:
+        raise DamagedInput(file, "belongs to another dataset (its recorded checksum is not manifest.json's)", rebuild)
+
+
+def open_dataset(path: Path, verify: bool = False) -> Dataset:
+    """Open a dataset directory and check it before any work. Always, as it is cheap: every file is
+    readable Parquet with groc's columns, has the size the manifest records and carries its
+    checksum, and the vocabulary's per-split counts add up to the recorded tokens and types. With
+    `verify` (--verify), every split is read: its tokens must be those the vocabulary counts, and
+    the words and ids together must give the manifest's content checksum."""
     path = Path(path)
     if not path.is_dir():
         raise GrocError(f"dataset {path}: not a directory; create it with 'groc prepare ... -o {path}'")
-    manifest = read_json(path / "manifest.json", "dataset manifest")
+    rebuild = _rebuild(path)
+    manifest = read_json(path / "manifest.json", "dataset manifest", rebuild)
     if manifest.get("format") != "groc-dataset":
         raise GrocError(f"{path} is not a groc dataset directory (manifest format {manifest.get('format')!r})")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise GrocError(f"dataset {path} has format version {manifest.get('format_version')}, this groc reads {FORMAT_VERSION}; re-run groc prepare")
-    for name in ["vocab", *manifest["splits"]]:
-        if not (path / f"{name}.parquet").exists():
-            raise GrocError(f"dataset {path} is incomplete: {name}.parquet is missing; re-run groc prepare")
-    table = pq.read_table(path / "vocab.parquet")
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise DamagedInput(path / "manifest.json", problem, rebuild)
+    vocab_file = path / "vocab.parquet"
+    table = read_parquet(vocab_file, VOCAB_COLUMNS, rebuild)
+    _check_recorded(vocab_file, table.schema, table.num_rows, manifest, manifest["types_total"], "types", rebuild)
     words = table.column("word").to_pylist()
     counts = {name: table.column(f"count_{name}").to_numpy() for name in SPLITS}
-    if len(words) != manifest["types_total"]:
-        raise GrocError(f"dataset {path}: vocab.parquet has {len(words)} types but the manifest says {manifest['types_total']}; re-run groc prepare")
-    return Dataset(path=path, manifest=manifest, words=words, counts=counts)
+    in_vocab = table.column("in_vocab").to_numpy(zero_copy_only=False)
+    if not np.array_equal(table.column("id").to_numpy(), np.arange(len(words))) or None in words:
+        raise DamagedInput(vocab_file, "does not list the types in id order, each with a word", rebuild)
+    if in_vocab.sum() != manifest["vocab_size"] or not in_vocab[: manifest["vocab_size"]].all():
+        raise DamagedInput(vocab_file, f"marks {int(in_vocab.sum()):,} words in_vocab, not the first "
+                           f"{manifest['vocab_size']:,} that manifest.json records as the training vocabulary", rebuild)
+    dataset = Dataset(path=path, manifest=manifest, words=words, counts=counts)
+    for name, stats in manifest["splits"].items():
+        file = dataset.split_file(name)
+        handle = open_parquet(file, dataset.id_columns(), rebuild)
+        _check_recorded(file, handle.schema_arrow, handle.metadata.num_rows, manifest, stats["tokens"], "tokens", rebuild)
+        tokens, types = int(counts[name].sum()), int(np.count_nonzero(counts[name]))
+        if (tokens, types) != (stats["tokens"], stats["types"]):
+            raise DamagedInput(vocab_file, f"counts {tokens:,} tokens of {types:,} types in the {name} split, but "
+                               f"manifest.json records {stats['tokens']:,} of {stats['types']:,}", rebuild)
+    if verify:
+        _verify_content(dataset)
+    return dataset
+
+
+def _verify_content(dataset: Dataset) -> None:
+    """--verify: each split's ids are the tokens the vocabulary counts for it (which names a damaged
+    split), then words and ids together give the manifest's checksum (which also covers the
+    words themselves and the order of the ids, that no count shows)."""
+    arrays = {name: dataset.ids(name) for name in dataset.manifest["splits"]}
+    for name, ids in arrays.items():
+        if not np.array_equal(np.bincount(ids, minlength=len(dataset.words)), dataset.counts[name]):
+            raise DamagedInput(dataset.split_file(name), "does not hold the tokens that vocab.parquet counts for it "
+                               "(--verify)", dataset.rebuild)
+    if content_checksum(dataset.words, arrays, dataset.vocab_size) != dataset.checksum:
+        raise DamagedInput(dataset.path / "vocab.parquet", "(its words) or the order of the splits' ids no longer give "
+                           "manifest.json's checksum (--verify)", dataset.rebuild)
 
 
 def vocab_for_lexicon(path: Path) -> tuple[list[str], list[str]]:

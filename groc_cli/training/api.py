@@ -24,7 +24,7 @@ from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..text.dataset import open_dataset
 from .data import batchify, model_ids, token_counts
 from .loop import TrainConfig, Trainer
-from .run import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, write_vocab
+from .run import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, load_checkpoint, write_vocab
 from .seed import seed_everything
 
 
@@ -62,26 +62,26 @@ def _param_report(model) -> int:
 
 def train_new(dataset_dir: Path, run_dir: Path, model_config: ModelConfig, train_config: TrainConfig,
               lexicon_path: Path | None, device_name: str, resume: bool, force: bool, progress,
-              given: dict | None = None) -> dict:
+              given: dict | None = None, verify: bool = False) -> dict:
     """Train a new run (or resume one). `given` maps the settings the user gave explicitly to the
     flag that gave them, so that --resume can refuse those that differ from the run's."""
     with _run_lock(run_dir):
         return _train_new(dataset_dir, Path(run_dir), model_config, train_config, lexicon_path, device_name, resume,
-                          force, progress, given or {})
+                          force, progress, given or {}, verify)
 
 
 def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, device_name, resume, force, progress,
-               given) -> dict:
+               given, verify) -> dict:
     device = resolve_device(device_name)
     tune_allocator()
     rank, world, device = init_distributed(device)
-    dataset = open_dataset(dataset_dir)
+    dataset = open_dataset(dataset_dir, verify)
     if not dataset.has_split("train") or dataset.vocab_size == 0:
         raise GrocError(f"dataset {dataset_dir} has no train split; prepare it with --train")
     run_dir = Path(run_dir)
     if resume:
         run = Run(run_dir)
-        if run.config["dataset"]["checksum"] != dataset.checksum:
+        if run.dataset_checksum != dataset.checksum:
             raise GrocError(f"--resume: run {run_dir} was trained on another dataset (checksum differs from {dataset_dir})")
         _check_resumed_settings(run.config, model_config=model_config, train_config=train_config, given=given)
         model_config = run.model_config
@@ -101,6 +101,7 @@ def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, d
         log("warning: the dataset has no valid split; the schedule and best checkpoint follow the training loss")
     seed_everything(train_config.seed, train_config.deterministic)
     model = build_model(model_config, vocab, lexicon=lexicon, counts=counts).to(device)
+    saved = load_checkpoint(model, run_dir / "last") if resume else None
     if world > 1:
         for p in model.parameters():
             dist.broadcast(p.data, 0)
@@ -118,30 +119,30 @@ def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, d
             if lexicon is not None:
                 copy_lexicon(lexicon_path, target)
             write_json(config, target / "config.json")
-        return _fit(model, train, valid, train_config, target, device, rank, world, resume, progress, config, run_dir)
+        return _fit(model, train, valid, train_config, target, device, rank, world, saved, progress, config, run_dir)
 
 
 def finetune(run_src: Path, dataset_dir: Path, run_dir: Path, train_config: TrainConfig, lexicon_path: Path | None,
-             device_name: str, resume: bool, force: bool, progress, given: dict | None = None) -> dict:
+             device_name: str, resume: bool, force: bool, progress, given: dict | None = None, verify: bool = False) -> dict:
     """Continue training on a target domain; the vocabulary becomes the union of the model's and the new data's."""
     with _run_lock(run_dir):
         return _finetune(run_src, dataset_dir, Path(run_dir), train_config, lexicon_path, device_name, resume, force,
-                         progress, given or {})
+                         progress, given or {}, verify)
 
 
 def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_name, resume, force, progress,
-              given) -> dict:
+              given, verify) -> dict:
     device = resolve_device(device_name)
     tune_allocator()
     rank, world, device = init_distributed(device)
     source = Run(run_src)
-    dataset = open_dataset(dataset_dir)
+    dataset = open_dataset(dataset_dir, verify)
     if not dataset.has_split("train") or dataset.vocab_size == 0:
         raise GrocError(f"dataset {dataset_dir} has no train split; prepare the target-domain data with --train")
     run_dir = Path(run_dir)
     if resume:
         run = Run(run_dir)
-        if run.config["dataset"]["checksum"] != dataset.checksum:
+        if run.dataset_checksum != dataset.checksum:
             raise GrocError(f"--resume: run {run_dir} was finetuned on another dataset")
         _check_resumed_settings(run.config, train_config=train_config, given=given)
         train_config = TrainConfig.from_dict({**run.config["train"], **_budget_overrides(train_config)})
@@ -159,6 +160,7 @@ def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_
     counts = token_counts(train, len(words))
     model.set_vocab(words, counts, generator=torch.Generator().manual_seed(train_config.seed))
     model = model.to(device)
+    saved = load_checkpoint(model, run_dir / "last") if resume else None
     log(f"finetuning {run_src} on {dataset_dir}: vocabulary {len(old_words):,} + {len(new_words):,} new = {len(words):,}")
     n_params = _param_report(model)
     valid = model_ids(words, dataset, "valid") if dataset.has_split("valid") else None
@@ -173,7 +175,7 @@ def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_
             if source.lexicon_path is not None:
                 copy_lexicon(lexicon_path or source.lexicon_path, target)
             write_json(config, target / "config.json")
-        return _fit(model, train, valid, train_config, target, device, rank, world, resume, progress, config, run_dir)
+        return _fit(model, train, valid, train_config, target, device, rank, world, saved, progress, config, run_dir)
 
 
 def _budget_overrides(cfg: TrainConfig) -> dict:
@@ -266,8 +268,8 @@ def _show(value) -> str:
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
-def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, world, resume, progress, config,
-         final_dir: Path) -> dict:
+def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, world, saved: dict | None, progress,
+         config, final_dir: Path) -> dict:
     train_cols = batchify(train, cfg.batch_size, rank, world)
     valid_cols = batchify(valid, cfg.eval_batch_size) if valid is not None else None
 
@@ -277,8 +279,8 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
             f"lr {row['lr']:.2g}, {row['tokens_per_s']:,.0f} tokens/s, {row['seconds']:.1f}s")
 
     trainer = Trainer(model, train_cols, valid_cols, cfg, run_dir, device, on_epoch=on_epoch)
-    if resume:
-        trainer.resume()
+    if saved is not None:
+        trainer.resume(saved)
         log(f"resuming {run_dir} at epoch {trainer.pos.epoch}, step {trainer.pos.step}")
     result = trainer.train(progress=progress)
     summary = {"run": str(final_dir), "parameters": config["parameters"], **result,

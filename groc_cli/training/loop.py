@@ -21,7 +21,7 @@ import torch.distributed as dist
 from ..artifacts import atomic_path, provenance, write_parquet
 from ..errors import GrocError
 from ..settings import check_fields, setting
-from .run import load_trainer_state, load_weights, save_weights
+from .run import save_weights
 from .seed import rng_state, set_rng_state
 
 
@@ -145,9 +145,9 @@ class Trainer:
             "hidden": [t.cpu() for pair in self.state for t in pair] if self.state is not None else [],
         }
 
-    def resume(self) -> None:
-        saved = load_trainer_state(self.run_dir / "last")
-        load_weights(self.model, self.run_dir / "last")
+    def resume(self, saved: dict) -> None:
+        """Continue from `saved`, the trainer state that run.load_checkpoint returned (it has
+        already put the checkpoint's weights into the model)."""
         self.optimizer.load_state_dict(saved["optimizer"])
         self.pos = Position(**saved["position"])
         self.metrics = list(saved["metrics"])

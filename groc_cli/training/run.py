@@ -13,17 +13,17 @@
 
 from __future__ import annotations
 
+import pickle
 import shutil
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..artifacts import atomic_dir, atomic_path, provenance, read_json, sha256_file, write_parquet
-from ..errors import GrocError
+from ..artifacts import atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
+from ..errors import DamagedInput, GrocError
 from ..models import Lexicon, ModelConfig, build_model
 
 RUN_FORMAT = "groc-run"
@@ -37,8 +37,13 @@ def write_vocab(run_dir: Path, words: list[str], counts: list[int]) -> None:
 
 
 def read_vocab(run_dir: Path) -> tuple[list[str], list[int]]:
-    table = pq.read_table(run_dir / "vocab.parquet")
+    table = read_parquet(run_dir / "vocab.parquet", {"word": pa.types.is_string, "count": pa.types.is_integer},
+                         _retrain(run_dir))
     return table.column("word").to_pylist(), table.column("count").to_pylist()
+
+
+def _retrain(run_dir: Path) -> str:
+    return f"re-train the run ('groc train' or 'groc finetune' with -o {run_dir} --force)"
 
 
 def _alias_groups(state: dict[str, torch.Tensor]) -> list[list[str]]:
@@ -65,14 +70,18 @@ def save_weights(model: torch.nn.Module, directory: Path, extra: dict[str, objec
 
 
 def load_weights(model: torch.nn.Module, directory: Path) -> None:
+    """Load `directory`/model.safetensors into `model`, built from the run's config.json and
+    vocab.parquet; a damaged file, or one those no longer describe, is one line naming it."""
     path = directory / "model.safetensors"
     if not path.exists():
         raise GrocError(f"{path} not found: the run has no such checkpoint yet")
     model = _unwrap(model)
+    other = "last" if directory.name == "best" else "best"
+    retrain = f"{_retrain(directory.parent)}, or use its {other} checkpoint (--checkpoint {other})"
     try:
         stored = load_file(str(path))
     except (SafetensorError, OSError) as exc:
-        raise GrocError(f"{path} is not a readable checkpoint ({exc}): the file is damaged or was not written by groc") from None
+        raise DamagedInput(path, f"is not a readable checkpoint ({first_line(exc)})", retrain) from None
     state, missing = {}, []
     for names in _alias_groups(model.state_dict()):
         # Any one name of an alias group may be stored (older runs kept another name).
@@ -82,16 +91,50 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
         else:
             state.update({n: stored[found] for n in names})
     unexpected = sorted(set(stored) - set(state))
-    if missing or unexpected:
-        raise GrocError(f"{path} does not match the model in config.json (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    expected = model.state_dict()
+    resized = [f"{n}: {list(t.shape)} in the file, {list(expected[n].shape)} from config.json" for n, t in state.items()
+               if t.shape != expected[n].shape]
+    if missing or unexpected or resized:
+        found = resized[:1] or [f"missing {missing[:3]}, unexpected {unexpected[:3]}"]
+        raise DamagedInput(directory.parent / "config.json", f"(with vocab.parquet) no longer describes the weights in "
+                           f"{path} ({found[0]})", "restore it, or " + _retrain(directory.parent))
     model.load_state_dict(state, strict=True)
+
+
+#: What trainer.pt holds (loop.Trainer._trainer_state writes it).
+TRAINER_KEYS = ("optimizer", "position", "metrics", "rng", "update_gen", "hidden")
+
+
+def load_checkpoint(model: torch.nn.Module, directory: Path) -> dict:
+    """Resume from `directory` (a run's last/): its weights go into `model` and its trainer state is
+    returned, both checked before any work, so that damage is one line naming the file rather than
+    a traceback (or advice to --resume again) once the run is under way."""
+    saved = load_trainer_state(directory)
+    groups = saved["optimizer"].get("param_groups") if isinstance(saved["optimizer"], dict) else None
+    if not groups or sum(len(group.get("params", ())) for group in groups) != len(list(_unwrap(model).parameters())):
+        raise DamagedInput(directory / "trainer.pt", "holds an optimizer state for another model, so the run cannot "
+                           "resume", _unusable(directory))
+    load_weights(model, directory)
+    return saved
+
+
+def _unusable(directory: Path) -> str:
+    return f"{_retrain(directory.parent)}; its best checkpoint still evaluates ('groc eval --checkpoint best')"
 
 
 def load_trainer_state(directory: Path) -> dict:
     path = directory / "trainer.pt"
     if not path.exists():
         raise GrocError(f"{path} not found: nothing to resume from; train without --resume")
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, KeyError, ValueError, pickle.UnpicklingError) as exc:
+        # torch's own messages (a miniz error, a bare pickle opcode) say nothing about the file.
+        raise DamagedInput(path, f"is truncated or damaged (torch.load: {type(exc).__name__}), so the run cannot resume",
+                           _unusable(directory)) from None
+    if not isinstance(saved, dict) or any(key not in saved for key in TRAINER_KEYS):
+        raise DamagedInput(path, "is not a training state groc wrote, so the run cannot resume", _unusable(directory))
+    return saved
 
 
 def _unwrap(model):
@@ -110,10 +153,15 @@ class Run:
         self.path = Path(path)
         if not self.path.is_dir():
             raise GrocError(f"run {self.path}: not a directory; create it with 'groc train DATASET -o {self.path}'")
-        self.config = read_json(self.path / "config.json", "run configuration")
+        self.config = read_json(self.path / "config.json", "run configuration", _retrain(self.path))
         if self.config.get("format") != RUN_FORMAT:
             raise GrocError(f"{self.path} is not a groc run directory")
-        self.model_config = ModelConfig.from_dict(self.config["model"])
+        try:
+            self.model_config = ModelConfig.from_dict(self.config["model"])
+            self.dataset_checksum = self.config["dataset"]["checksum"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DamagedInput(self.path / "config.json", f"does not hold a run's settings ({first_line(exc)})",
+                               _retrain(self.path)) from None
 
     @property
     def lexicon_path(self) -> Path | None:
@@ -133,6 +181,10 @@ class Run:
         words, counts = read_vocab(self.path)
         if lexicon is None and self.lexicon_path is not None:
             lexicon = Lexicon.from_parquet(self.lexicon_path)
-        model = build_model(self.model_config, words, lexicon=lexicon, counts=counts)
+        try:
+            model = build_model(self.model_config, words, lexicon=lexicon, counts=counts)
+        except ValueError as exc:
+            raise DamagedInput(self.path / "config.json", f"does not describe a model for vocab.parquet ({exc})",
+                               _retrain(self.path)) from None
         load_weights(model, self.checkpoint(which))
         return model.to(device), words, counts
