@@ -51,24 +51,4 @@ for kind in tied groc; do
   done
 done
 
-python - "$OUT" "$((SECONDS - started))" <<'PY'
-import json, sys
-from pathlib import Path
-out, seconds = Path(sys.argv[1]), int(sys.argv[2])
-names = {"emma": "in-domain (Emma, valid)", "near": "near (Persuasion)", "far": "far (Thursday)"}
-lex = [json.loads((out / k / "summary.json").read_text()) for k in ("tied", "groc")]
-print(f"\nOpen-vocabulary perplexity on the embedded sample (trained on {lex[0]['tokens']:,} tokens of Emma, "
-      f"one epoch; |Θ| tied {lex[0]['parameters']:,}, GroC {lex[1]['parameters']:,})\n")
-print(f"{'test set':<26} {'tokens':>7} {'OOV':>6} {'new words':>9} | {'model':<5} {'no cache':>9} {'+local':>8} {'+unbounded':>10}")
-print("-" * 90)
-for d, label in names.items():
-    for kind in ("tied", "groc"):
-        e = {n: json.loads((out / "evals" / f"{kind}-{d}-{n}.json").read_text()) for n in ("base", "local", "unbounded")}
-        b = e["base"]
-        print(f"{label if kind == 'tied' else '':<26} {b['tokens'] if kind == 'tied' else '':>7} "
-              f"{format(b['oov_rate'], '.1%') if kind == 'tied' else '':>6} {b['new_words'] if kind == 'tied' else '':>9} | "
-              f"{kind:<5} {b['perplexity']:>9.1f} {e['local']['perplexity']:>8.1f} {e['unbounded']['perplexity']:>10.1f}")
-print("\nOpen vocabulary: every test word is scored. GroC composes unseen words from characters and WordNet;")
-print("tied gives them a 1% uniform share. Caches: weight 0.1 (local: θ 0.5, window 2,000; unbounded: exact kNN, k 256);")
-print(f"GroC's new words down-weighted by 0.1 before a cache (paper 5.1). Outputs in {out}/; {seconds} s.")
-PY
+python recipes/lib/tables.py quickstart --out="$OUT" --seconds="$((SECONDS - started))"

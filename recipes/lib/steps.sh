@@ -68,5 +68,5 @@ train() { local run=$1; shift; _resumable train "$run" "$@"; }
 # finetune RUN DATASET NEW_RUN ARGS...: groc finetune RUN DATASET ARGS into NEW_RUN.
 finetune() { local run=$1 dataset=$2 new=$3; shift 3; _resumable finetune "$new" "$run" "$dataset" "$@"; }
 
-# report ARGS...: recipes/lib/report.py with this recipe's output directory.
-report() { python "$ROOT/recipes/lib/report.py" "$@"; }
+# report NAME --OPTION=VALUE...: the result table NAME from finished outputs (recipes/lib/tables.py).
+report() { python "$ROOT/recipes/lib/tables.py" "$@"; }
