@@ -12,12 +12,7 @@ SAMPLES=(news14:"$DATA/wmt-newstest/newstest2014-deen.en" wiki:"$DATA/wikitext-2
 C=$WORK/check$REUTERS_SUFFIX  # its runs are on $REUTERS: one folder per Reuters vocabulary
 mkdir -p "$C"
 for pair in "${SAMPLES[@]}"; do
-  d=${pair%%:*}; file=${pair#*:}
-  if _begin "$C/$d"; then
-    _logged "head -n ${LINES:-900} $file | groc tokenize --lower | groc prepare --test - -o $C/$d"
-    head -n "${LINES:-900}" "$file" | groc tokenize --lower | groc prepare --test - -o "$C/$d"
-    _end
-  fi
+  test_sample "$C/${pair%%:*}" "${pair#*:}" "${LINES:-900}"
 done
 step "$C/lexicon.parquet" groc lexicon --vocab "$REUTERS" --vocab "$C/news14" --vocab "$C/wiki" --vocab "$C/books" \
   -o "$C/lexicon.parquet"

@@ -8,8 +8,11 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 [ -d .venv/bin ] && export PATH="$ROOT/.venv/bin:$PATH"
 
-_logged() {  # print and log a command line
-  { printf '+'; printf ' %q' "$@"; printf '\n'; } | tee -a "${LOG:-/dev/null}" >&2
+# _logged CMD...: print (and log) a command, each argument quoted for the shell; one argument is
+# a pipeline, printed as written.
+_logged() {
+  if [ $# = 1 ]; then printf '+ %s\n' "$1"; else printf '+'; printf ' %q' "$@"; printf '\n'; fi \
+    | tee -a "${LOG:-/dev/null}" >&2
 }
 
 # _begin OUTPUT [WORD]: status 1 (and a "= OUTPUT (done)" line) if OUTPUT exists; otherwise
@@ -49,6 +52,16 @@ capture() {
   echo "  > $out" >> "${LOG:-/dev/null}"
   local tmp; tmp=$(mktemp "$out.partial.XXXXXX")
   if "$@" > "$tmp"; then mv "$tmp" "$out"; else local rc=$?; rm -f "$tmp"; return $rc; fi
+  _end
+}
+
+# test_sample DATASET FILE LINES: the first LINES lines of the raw text FILE, tokenized and
+# lowercased, as a test-only dataset; skipped if DATASET exists.
+test_sample() {
+  local out=$1 file=$2 lines=$3
+  _begin "$out" || return 0
+  _logged "head -n $lines $file | groc tokenize --lower | groc prepare --test - -o $out"
+  head -n "$lines" "$file" | groc tokenize --lower | groc prepare --test - -o "$out"
   _end
 }
 
