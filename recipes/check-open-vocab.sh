@@ -12,12 +12,7 @@ SAMPLES=(news14:"$DATA/wmt-newstest/newstest2014-deen.en" wiki:"$DATA/wikitext-2
 C=$WORK/check$REUTERS_SUFFIX  # its runs are on $REUTERS: one folder per Reuters vocabulary
 mkdir -p "$C"
 for pair in "${SAMPLES[@]}"; do
-  d=${pair%%:*}; file=${pair#*:}
-  if _begin "$C/$d"; then
-    _logged "head -n ${LINES:-900} $file | groc tokenize --lower | groc prepare --test - -o $C/$d"
-    head -n "${LINES:-900}" "$file" | groc tokenize --lower | groc prepare --test - -o "$C/$d"
-    _end
-  fi
+  test_sample "$C/${pair%%:*}" "${pair#*:}" "${LINES:-900}"
 done
 step "$C/lexicon.parquet" groc lexicon --vocab "$REUTERS" --vocab "$C/news14" --vocab "$C/wiki" --vocab "$C/books" \
   -o "$C/lexicon.parquet"
@@ -38,29 +33,4 @@ for kind in lookup convolutional tied bilinear deep-residual adaptive groc; do
       --cache unbounded --cache-weight 0.1 --index IVF64,PQ16 --knn 256
   done
 done
-python - "$OUT" "$C" "${SAMPLES[*]}" <<'PY'
-import math, sys
-from pathlib import Path
-sys.path.insert(0, "recipes/lib")
-from report import Table, load
-
-out, c = Path(sys.argv[1]), Path(sys.argv[2])
-domains = [s.split(":")[0] for s in sys.argv[3].split()]
-caches = ("none", "unigram", "local", "unbounded")
-t = Table("check-open-vocab", "Open-vocabulary perplexity of every output layer trained on Reuters (tiny models)",
-          ["output", "domain", "tokens", "oov_pct", "new_words", *caches, "all_finite"], {"oov_pct": ".1f"})
-bad = []
-for kind in ("lookup", "convolutional", "tied", "bilinear", "deep-residual", "adaptive", "groc"):
-    for d in domains:
-        e = {x: load(c / "evals" / f"{kind}-{d}-{x}.json") for x in caches}
-        finite = all(math.isfinite(v["perplexity"]) for v in e.values())
-        bad += [] if finite else [f"{kind}/{d}"]
-        t.add(output=kind, domain=d, tokens=e["none"]["tokens"], oov_pct=100 * e["none"]["oov_rate"],
-              new_words=e["none"]["new_words"], **{x: e[x]["perplexity"] for x in caches}, all_finite=finite)
-t.write(out, notes=["--vocab union; table models interpolated with 1% uniform; GroC's new words down-weighted by 0.1 "
-                    "before a cache. Caches: unigram/local weight 0.05 (θ 0.5, window 10,000), unbounded weight 0.1, "
-                    "IVF64,PQ16, k 256. Tiny models: 64/128 units, 60K Reuters training tokens."])
-if bad:
-    print(f"check-open-vocab: non-finite perplexity for {', '.join(bad)}", file=sys.stderr)
-    raise SystemExit(1)
-PY
+report check-open-vocab --out="$OUT" --check-dir="$C" --domains="${SAMPLES[*]%%:*}"

@@ -20,32 +20,11 @@ step "$WORK/wt2-tied-valid.index" groc eval "$run" "$WORK/wt2" --states "$S-vali
 capture "$OUT/unbounded-grid.json" groc eval "$run" "$WORK/wt2" --states "$S-valid" --cache unbounded --index IVF1024,PQ32 \
   --index-load "$WORK/wt2-tied-valid.index" --grid "knn=256,1024;bandwidth-scale=0.5,1,2;cache-weight=0.05,0.1,0.2,0.3" \
   --grid-out "$OUT/unbounded-grid.parquet" --force
-best() { python -c "import json,sys; b=json.load(open(sys.argv[1]))['best']; print(b[sys.argv[2]])" "$1" "$2"; }
+best() { report grid-best --grid="$1" --key="$2"; }  # best GRID KEY: KEY of GRID's best cell
 capture "$OUT/test-static.json" groc eval "$run" "$WORK/wt2" --states "$S-test"
 capture "$OUT/test-local.json" groc eval "$run" "$WORK/wt2" --states "$S-test" --cache local --cache-size 2000 \
   --theta "$(best "$OUT/local-grid.json" theta)" --cache-weight "$(best "$OUT/local-grid.json" cache_weight)"
 capture "$OUT/test-unbounded.json" groc eval "$run" "$WORK/wt2" --states "$S-test" --cache unbounded --index IVF1024,PQ32 \
   --index-load "$WORK/wt2-tied-valid.index" --knn "$(best "$OUT/unbounded-grid.json" knn)" \
   --bandwidth-scale "$(best "$OUT/unbounded-grid.json" bandwidth_scale)" --cache-weight "$(best "$OUT/unbounded-grid.json" cache_weight)"
-python - "$OUT" <<'PY'
-import sys
-from pathlib import Path
-sys.path.insert(0, "recipes/lib")
-from report import Table, load
-
-out = Path(sys.argv[1])
-t = Table("check-wikitext2-caches", "WikiText-2: the local and unbounded caches over a small tied model",
-          ["cache", "settings (tuned on valid)", "valid_ppl", "test_ppl"])
-static = load(out / "test-static.json")
-lg, ug = load(out / "local-grid.json"), load(out / "unbounded-grid.json")
-t.add(cache="none", **{"settings (tuned on valid)": "", "valid_ppl": lg["model_perplexity"], "test_ppl": static["perplexity"]})
-b = lg["best"]
-t.add(cache="local", **{"settings (tuned on valid)": f"window 2000, θ {b['theta']}, weight {b['cache_weight']}",
-                        "valid_ppl": b["perplexity"], "test_ppl": load(out / "test-local.json")["perplexity"]})
-b = ug["best"]
-t.add(cache="unbounded", **{"settings (tuned on valid)": f"IVF1024,PQ32 trained on valid states, nprobe 8, k {b['knn']}, "
-                            f"bandwidth × {b['bandwidth_scale']}, weight {b['cache_weight']}",
-                            "valid_ppl": b["perplexity"], "test_ppl": load(out / "test-unbounded.json")["perplexity"]})
-t.write(out, notes=["Grids: local-grid.parquet, unbounded-grid.parquet (one pass each over the dumped validation states).",
-                    "Grave et al. (2017c), WikiText-2 test: 99.3 without cache, 68.9 with a 2,000-position continuous cache."])
-PY
+report check-wikitext2-caches --out="$OUT"

@@ -23,25 +23,4 @@ capture "$OUT/figure6-grid.json" groc eval "$src" "$WORK/news13" \
 capture "$OUT/figure7-grid.json" groc eval "$WORK/runs/$SCALE/ptb-tied" "$WORK/ptb" \
   --states "$WORK/states/$SCALE/ptb-tied-valid" --cache local --cache-size 5000 --grid "$GRID" \
   --grid-out "$OUT/figure7-grid.parquet" --force
-python - "$OUT" "$SCALE" <<'PY'
-import sys
-from pathlib import Path
-sys.path.insert(0, "recipes/lib")
-from report import Table, load
-from groc_cli import plots
-
-out, scale = Path(sys.argv[1]), sys.argv[2]
-t = Table("figure6", f"Figures 6-7: best local-cache setting of a 5 x 5 grid (SCALE={scale})",
-          ["figure", "data", "model_ppl", "best_theta", "best_cache_weight", "best_lambda_groc_paper", "best_ppl",
-           "paper_best"], {"best_theta": ".2f", "best_cache_weight": ".3f", "best_lambda_groc_paper": ".3f"})
-for fig, data, paper in (("figure6", "WMT news 2013 (union vocabulary), Reuters tied model", "θ 0.5, λ 0.966"),
-                         ("figure7", "PTB valid, PTB tied model", "see Grave et al. 2017c, Fig. 2a")):
-    r = load(out / f"{fig}-grid.json")
-    plots.heatmap(r["grid"], "theta", "cache_weight", "perplexity", out / f"{fig}.png",
-                  title=f"{data}:\nperplexity by θ and cache weight (window 5,000)")
-    b = r["best"]
-    t.add(figure=fig, data=data, model_ppl=r["model_perplexity"], best_theta=b["theta"], best_cache_weight=b["cache_weight"],
-          best_lambda_groc_paper=1 - b["cache_weight"], best_ppl=b["perplexity"], paper_best=paper)
-t.write(out, notes=["Each grid is one pass over dumped states (groc eval --grid); every cell is in <figure>-grid.parquet.",
-                    "cache_weight is the cache's share; the GroC paper's λ is 1 minus it (Grave et al. 2017c's λ is the share)."])
-PY
+report figure6 --out="$OUT" --scale="$SCALE"

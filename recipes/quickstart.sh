@@ -9,66 +9,40 @@
 # 3. trains a small tied model and a small GroC model on Emma (one epoch, 170K tokens);
 # 4. evaluates both on each domain with an open vocabulary (model vocabulary + the test words),
 #    without a cache and with the local and unbounded caches, from one dump of states each.
-# Re-running skips what is done (delete quickstart/ to start over). OUT=DIR writes elsewhere;
-# LINES=N tests on the first N lines of each other-domain novel (default 2500).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-[ -d .venv/bin ] && export PATH="$PWD/.venv/bin:$PATH"
+# Re-running skips what is done and resumes an interrupted training run (delete quickstart/ to
+# start over). OUT=DIR writes elsewhere; LINES=N tests on the first N lines of each other-domain
+# novel (default 2500).
+NAME=quickstart
+source "$(dirname "$0")/lib/steps.sh"  # step, test_sample, capture, train, report; from the repository root
 OUT=${OUT:-quickstart}
+WORK=$OUT  # its stage locks: $OUT/.locks
 SAMPLE=groc_cli/data
 LINES=${LINES:-2500}   # lines of each other-domain novel to test on
 mkdir -p "$OUT"
-run() { echo "+ $*" >&2; "$@"; }
-step() { local out=$1; shift; [ -e "$out" ] && { echo "= $out (done)" >&2; return 0; }; mkdir -p "$(dirname "$out")"; run "$@"; }
 started=$SECONDS
 
 step "$OUT/emma" groc prepare --train "$SAMPLE/austen-emma.txt" --tokenize --lower -j 2 --split 170K,rest --min-count 2 \
   -o "$OUT/emma"
 for pair in near:austen-persuasion far:chesterton-thursday; do
-  d=${pair%%:*}
-  if [ ! -e "$OUT/$d" ]; then
-    echo "+ head -n $LINES $SAMPLE/${pair#*:}.txt | groc tokenize --lower | groc prepare --test - -o $OUT/$d" >&2
-    head -n "$LINES" "$SAMPLE/${pair#*:}.txt" | groc tokenize --lower | groc prepare --test - -o "$OUT/$d"
-  fi
+  test_sample "$OUT/${pair%%:*}" "$SAMPLE/${pair#*:}.txt" "$LINES"
 done
 step "$OUT/lexicon.parquet" groc lexicon --vocab "$OUT/emma" --vocab "$OUT/near" --vocab "$OUT/far" -o "$OUT/lexicon.parquet"
 
 SMALL=(--emb 64 --hidden 128 --dropout 0.2 --max-epochs 1 --seed 1 --log-every 50)
 for kind in tied groc; do
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$OUT/lexicon.parquet")
-  [ -f "$OUT/$kind/summary.json" ] || run groc train "$OUT/emma" -o "$OUT/$kind" --output "$kind" "${SMALL[@]}" "${extra[@]}" --force
+  train "$OUT/$kind" "$OUT/emma" --output "$kind" "${SMALL[@]}" "${extra[@]}"
   for d in emma near far; do
     split=test; [ "$d" = emma ] && split=valid
     step "$OUT/states/$kind-$d" groc dump "$OUT/$kind" "$OUT/$d" --split "$split" --vocab union --dtype float32 \
       -o "$OUT/states/$kind-$d" "${extra[@]}" > /dev/null   # its JSON is also states/*/meta.json
     dw=(); [ "$kind" = groc ] && dw=(--downweight-new 0.1)
-    ev() { local name=$1; shift; [ -e "$OUT/evals/$kind-$d-$name.json" ] && return 0; mkdir -p "$OUT/evals"
-           run groc eval "$OUT/$kind" "$OUT/$d" --states "$OUT/states/$kind-$d" "$@" > "$OUT/evals/.$kind-$d-$name.json"
-           mv "$OUT/evals/.$kind-$d-$name.json" "$OUT/evals/$kind-$d-$name.json"; }
+    ev() { local name=$1; shift
+           capture "$OUT/evals/$kind-$d-$name.json" groc eval "$OUT/$kind" "$OUT/$d" --states "$OUT/states/$kind-$d" "$@"; }
     ev base
     ev local "${dw[@]}" --cache local --cache-weight 0.1 --theta 0.5 --cache-size 2000
     ev unbounded "${dw[@]}" --cache unbounded --cache-weight 0.1 --index Flat --knn 256
   done
 done
 
-python - "$OUT" "$((SECONDS - started))" <<'PY'
-import json, sys
-from pathlib import Path
-out, seconds = Path(sys.argv[1]), int(sys.argv[2])
-names = {"emma": "in-domain (Emma, valid)", "near": "near (Persuasion)", "far": "far (Thursday)"}
-lex = [json.loads((out / k / "summary.json").read_text()) for k in ("tied", "groc")]
-print(f"\nOpen-vocabulary perplexity on the embedded sample (trained on {lex[0]['tokens']:,} tokens of Emma, "
-      f"one epoch; |Θ| tied {lex[0]['parameters']:,}, GroC {lex[1]['parameters']:,})\n")
-print(f"{'test set':<26} {'tokens':>7} {'OOV':>6} {'new words':>9} | {'model':<5} {'no cache':>9} {'+local':>8} {'+unbounded':>10}")
-print("-" * 90)
-for d, label in names.items():
-    for kind in ("tied", "groc"):
-        e = {n: json.loads((out / "evals" / f"{kind}-{d}-{n}.json").read_text()) for n in ("base", "local", "unbounded")}
-        b = e["base"]
-        print(f"{label if kind == 'tied' else '':<26} {b['tokens'] if kind == 'tied' else '':>7} "
-              f"{format(b['oov_rate'], '.1%') if kind == 'tied' else '':>6} {b['new_words'] if kind == 'tied' else '':>9} | "
-              f"{kind:<5} {b['perplexity']:>9.1f} {e['local']['perplexity']:>8.1f} {e['unbounded']['perplexity']:>10.1f}")
-print("\nOpen vocabulary: every test word is scored. GroC composes unseen words from characters and WordNet;")
-print("tied gives them a 1% uniform share. Caches: weight 0.1 (local: θ 0.5, window 2,000; unbounded: exact kNN, k 256);")
-print(f"GroC's new words down-weighted by 0.1 before a cache (paper 5.1). Outputs in {out}/; {seconds} s.")
-PY
+report quickstart --out="$OUT" --seconds="$((SECONDS - started))"

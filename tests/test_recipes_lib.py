@@ -1,6 +1,6 @@
-"""The recipes' shared shell library (recipes/lib/common.sh) and table writer (report.py):
-finished stages are skipped, failed captures leave nothing, tables are never built from
-missing outputs."""
+"""The recipes' shared shell library (recipes/lib/common.sh and the step helpers it shares with
+quickstart.sh, steps.sh) and table writer (report.py): finished stages are skipped, failed
+captures leave nothing, tables are never built from missing outputs."""
 
 import json
 import os
@@ -146,3 +146,45 @@ def test_table_recipes_refuse_unknown_kinds_before_any_work(tmp_path):
         assert r.returncode == 2, (recipe, r.stderr)
         assert "bogus" in r.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "results" / "work" / "ptb").exists()
+
+
+def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
+    """quickstart.sh shares steps.sh with the paper recipes: its outputs go to OUT, LINES sets the
+    test sets' size, and a second run skips every finished step (a stand-in groc records its calls)."""
+    calls, out = tmp_path / "calls", tmp_path / "qs"
+    fake = r'''groc() {
+  local o="" prev="" a; for a in "$@"; do [ "$prev" = -o ] && o=$a; prev=$a; done
+  case $1 in
+    tokenize) echo "tokenize $(wc -l)" >> "$CALLS"; return ;;
+    prepare) [[ " $* " == *" - "* ]] && cat > /dev/null; mkdir -p "$o" ;;
+    lexicon) touch "$o" ;;
+    train) mkdir -p "$o"; echo '{"tokens": 170123, "parameters": 416857}' > "$o/summary.json" ;;
+    dump) mkdir -p "$o"; echo '{}' ;;
+    eval) echo '{"tokens": 34740, "oov_rate": 0.0459, "new_words": 1430, "perplexity": 390.04}' ;;
+  esac
+  echo "$*" >> "$CALLS"
+}; export -f groc; '''
+    env = recipe_env(tmp_path, OUT=str(out), LINES="7", CALLS=str(calls))
+    run = lambda: subprocess.run(["bash", "-c", fake + f"bash {REPO}/recipes/quickstart.sh"], capture_output=True,
+                                 text=True, env=env, stdin=subprocess.DEVNULL)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    made = calls.read_text().splitlines()
+    assert made.count("tokenize 7") == 2  # LINES=7 lines of each other-domain novel
+    assert [c.split()[0] for c in made].count("eval") == 18 and sum(c.startswith("train ") for c in made) == 2
+    assert f"train {out}/emma --output groc" in "\n".join(made) and f"-o {out}/groc --force" in "\n".join(made)
+    # a pipeline is printed as written, a command with its arguments quoted
+    assert (f"+ head -n 7 groc_cli/data/austen-persuasion.txt | groc tokenize --lower | groc prepare --test - "
+            f"-o {out}/near\n") in first.stderr
+    assert "--split 170K\\,rest" in first.stderr
+    assert len(list((out / "evals").glob("*.json"))) == 18 and not list(out.rglob("*.partial*"))
+    assert "in-domain (Emma, valid)      34740   4.6%      1430 | tied      390.0    390.0      390.0" in first.stdout
+    assert f"Outputs in {out}/;" in first.stdout
+
+    calls.unlink()
+    second = run()
+    assert second.returncode == 0, second.stderr
+    assert not calls.exists()  # nothing ran again
+    assert f"= {out}/near (done)" in second.stderr and f"= {out}/tied/summary.json (trained)" in second.stderr
+    table = lambda text: text.rsplit(";", 1)[0]  # all but the running time
+    assert table(second.stdout) == table(first.stdout)

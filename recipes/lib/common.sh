@@ -7,10 +7,8 @@
 #
 # Every stage writes its output atomically (or, for training, resumably), so a re-run skips
 # what is complete and an interrupted recipe continues where it stopped.
-set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT"
-[ -d .venv/bin ] && export PATH="$ROOT/.venv/bin:$PATH"
+# The step helpers (step, capture, train, finetune, report) are in steps.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 DATA=${DATA:-../shared/data}
 SCALE=${SCALE:-small}
 RESULTS=${RESULTS:-results}
@@ -46,66 +44,6 @@ fi
 # stops after N minutes with its best checkpoint, and the recipe goes on), e.g. to fit a
 # paper-scale recipe into a GPU lease.
 [ -n "${MINUTES:-}" ] && BUDGET+=(--max-minutes "$MINUTES")
-
-_logged() {  # print and log a command line
-  { printf '+'; printf ' %q' "$@"; printf '\n'; } | tee -a "$LOG" >&2
-}
-
-# _begin OUTPUT [WORD]: status 1 (and a "= OUTPUT (done)" line) if OUTPUT exists; otherwise
-# status 0, holding OUTPUT's lock until _end. Two recipes that reach the same stage at once
-# (table2.sh and table3.sh share runs) never run it twice: the second waits for the first,
-# then finds the output there. Locks live in $WORK/.locks and are released when a stage ends
-# or its process dies; a lock file left there is inert.
-_begin() {
-  local out=$1 word=${2:-done}
-  if [ -e "$out" ]; then echo "= $out ($word)" >&2; return 1; fi
-  mkdir -p "$WORK/.locks"
-  exec 9> "$WORK/.locks/$(realpath -m "$out" | md5sum | cut -c1-16).lock"
-  if ! flock -n 9; then
-    echo "$NAME: waiting for another process that is making $out" >&2
-    flock 9
-  fi
-  if [ -e "$out" ]; then exec 9>&-; echo "= $out ($word)" >&2; return 1; fi
-  mkdir -p "$(dirname "$out")"
-}
-_end() { exec 9>&-; }
-
-# step OUTPUT CMD...: run CMD unless OUTPUT exists (an existing groc output is complete).
-step() {
-  local out=$1; shift
-  _begin "$out" || return 0
-  _logged "$@"
-  "$@"
-  _end
-}
-
-# capture OUTPUT CMD...: CMD's stdout (one JSON object) into OUTPUT, atomically; skipped if
-# OUTPUT exists.
-capture() {
-  local out=$1; shift
-  _begin "$out" || return 0
-  _logged "$@"
-  echo "  > $out" >> "$LOG"
-  local tmp; tmp=$(mktemp "$out.partial.XXXXXX")
-  if "$@" > "$tmp"; then mv "$tmp" "$out"; else local rc=$?; rm -f "$tmp"; return $rc; fi
-  _end
-}
-
-# _resumable VERB RUN ARGS...: groc VERB ARGS -o RUN, resumed from RUN's last checkpoint if
-# an earlier attempt was interrupted; skipped once RUN has its summary.json.
-_resumable() {
-  local verb=$1 run=$2; shift 2
-  _begin "$run/summary.json" "${verb%e}ed" || return 0
-  local mode=--force; [ -d "$run/last" ] && mode=--resume
-  _logged groc "$verb" "$@" -o "$run" "$mode"
-  groc "$verb" "$@" -o "$run" "$mode"
-  _end
-}
-# train RUN DATASET ARGS...: groc train DATASET ARGS into RUN (resumed if interrupted).
-train() { local run=$1; shift; _resumable train "$run" "$@"; }
-
-# finetune RUN DATASET NEW_RUN ARGS...: groc finetune RUN DATASET ARGS into NEW_RUN.
-finetune() { local run=$1 dataset=$2 new=$3; shift 3; _resumable finetune "$new" "$run" "$dataset" "$@"; }
 
 # Datasets used by several recipes.
 ptb() {
@@ -149,9 +87,6 @@ stop_if_some_kinds() {
     exit 0
   fi
 }
-
-# report ARGS...: recipes/lib/report.py with this recipe's output directory.
-report() { python "$ROOT/recipes/lib/report.py" "$@"; }
 
 # The cross-domain miniature of ../shared/data/README.md (paper Table 5 in small):
 #   source: Reuters newswire (1987), last part of the training file as validation;

@@ -1,0 +1,85 @@
+# Step helpers shared by the paper recipes (through common.sh) and quickstart.sh. Source it after
+# setting NAME (the recipe, as messages name it); it stops the script at the first error, moves to
+# the repository root (ROOT) and puts its .venv/bin first on PATH. Before the first step, set
+# WORK (stage locks live in $WORK/.locks) and, to keep a record of the commands beside stderr,
+# LOG (a file; without it, commands go to stderr only).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+[ -d .venv/bin ] && export PATH="$ROOT/.venv/bin:$PATH"
+
+# _logged CMD...: print (and log) a command, each argument quoted for the shell; one argument is
+# a pipeline, printed as written.
+_logged() {
+  if [ $# = 1 ]; then printf '+ %s\n' "$1"; else printf '+'; printf ' %q' "$@"; printf '\n'; fi \
+    | tee -a "${LOG:-/dev/null}" >&2
+}
+
+# _begin OUTPUT [WORD]: status 1 (and a "= OUTPUT (done)" line) if OUTPUT exists; otherwise
+# status 0, holding OUTPUT's lock until _end. Two recipes that reach the same stage at once
+# (table2.sh and table3.sh share runs) never run it twice: the second waits for the first,
+# then finds the output there. Locks live in $WORK/.locks and are released when a stage ends
+# or its process dies; a lock file left there is inert.
+_begin() {
+  local out=$1 word=${2:-done}
+  if [ -e "$out" ]; then echo "= $out ($word)" >&2; return 1; fi
+  mkdir -p "$WORK/.locks"
+  exec 9> "$WORK/.locks/$(realpath -m "$out" | md5sum | cut -c1-16).lock"
+  if ! flock -n 9; then
+    echo "$NAME: waiting for another process that is making $out" >&2
+    flock 9
+  fi
+  if [ -e "$out" ]; then exec 9>&-; echo "= $out ($word)" >&2; return 1; fi
+  mkdir -p "$(dirname "$out")"
+}
+_end() { exec 9>&-; }
+
+# step OUTPUT CMD...: run CMD unless OUTPUT exists (an existing groc output is complete).
+step() {
+  local out=$1; shift
+  _begin "$out" || return 0
+  _logged "$@"
+  "$@"
+  _end
+}
+
+# capture OUTPUT CMD...: CMD's stdout (one JSON object) into OUTPUT, atomically; skipped if
+# OUTPUT exists.
+capture() {
+  local out=$1; shift
+  _begin "$out" || return 0
+  _logged "$@"
+  echo "  > $out" >> "${LOG:-/dev/null}"
+  local tmp; tmp=$(mktemp "$out.partial.XXXXXX")
+  if "$@" > "$tmp"; then mv "$tmp" "$out"; else local rc=$?; rm -f "$tmp"; return $rc; fi
+  _end
+}
+
+# test_sample DATASET FILE LINES: the first LINES lines of the raw text FILE, tokenized and
+# lowercased, as a test-only dataset; skipped if DATASET exists.
+test_sample() {
+  local out=$1 file=$2 lines=$3
+  _begin "$out" || return 0
+  _logged "head -n $lines $file | groc tokenize --lower | groc prepare --test - -o $out"
+  head -n "$lines" "$file" | groc tokenize --lower | groc prepare --test - -o "$out"
+  _end
+}
+
+# _resumable VERB RUN ARGS...: groc VERB ARGS -o RUN, resumed from RUN's last checkpoint if
+# an earlier attempt was interrupted; skipped once RUN has its summary.json.
+_resumable() {
+  local verb=$1 run=$2; shift 2
+  _begin "$run/summary.json" "${verb%e}ed" || return 0
+  local mode=--force; [ -d "$run/last" ] && mode=--resume
+  _logged groc "$verb" "$@" -o "$run" "$mode"
+  groc "$verb" "$@" -o "$run" "$mode"
+  _end
+}
+# train RUN DATASET ARGS...: groc train DATASET ARGS into RUN (resumed if interrupted).
+train() { local run=$1; shift; _resumable train "$run" "$@"; }
+
+# finetune RUN DATASET NEW_RUN ARGS...: groc finetune RUN DATASET ARGS into NEW_RUN.
+finetune() { local run=$1 dataset=$2 new=$3; shift 3; _resumable finetune "$new" "$run" "$dataset" "$@"; }
+
+# report NAME --OPTION=VALUE...: the result table NAME from finished outputs (recipes/lib/tables.py).
+report() { python "$ROOT/recipes/lib/tables.py" "$@"; }

@@ -1,0 +1,269 @@
+"""The recipes' result tables (recipes/lib/tables.py) on small made-up outputs with the fields
+each report reads: the printed tables, the Markdown and Parquet files and the plots must be what
+the recipes wrote before their reports moved out of shell heredocs.
+
+The expected files under tests/recipes_expected/ are frozen output: they were written by this
+test (GROC_UPDATE_EXPECTED=1) after every case had been run both through the new functions and
+through the heredoc reports of commit 59f61bd (recipes/*.sh as they were then, extracted with
+git show) on the same inputs, with identical results byte for byte: stdout, stderr, exit status
+and every Markdown, Parquet and PNG file. So they hold what the recipes printed and wrote before.
+To change a table on purpose, change its function and regenerate its expected file the same way.
+"""
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from groc_cli.artifacts import write_parquet
+
+from .conftest import REPO
+
+EXPECTED = Path(__file__).parent / "recipes_expected"
+sys.path.insert(0, str(REPO / "recipes" / "lib"))
+try:
+    import tables
+finally:
+    sys.path.pop(0)
+
+
+def _write(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def _lexicon(path: Path, relations: float, definitions: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_parquet(pa.table({"word": ["a"]}), path,
+                  {"coverage": {"relations_coverage": relations, "definition_coverage": definitions}})
+
+
+def _ppl(rng: random.Random) -> float:
+    return rng.uniform(60, 900)
+
+
+# Builders: each writes, under the current directory, the outputs one report reads (paths as the
+# recipes name them), with values that exercise its formatting: thousands separators, rounding,
+# missing and non-finite values.
+
+def build_table1(rng):
+    for ds, vocab, tokens in (("ptb", 9_999, 887_521), ("wt2", 33_278, 2_088_628)):
+        _write(Path(f"work/{ds}/manifest.json"), {"vocab_size": vocab, "splits": {"train": {"tokens": tokens}}})
+        _lexicon(Path(f"work/{ds}.lexicon.parquet"), rng.random(), rng.random())
+
+
+def build_runs(rng, scale, datasets, names, best_valid=True):
+    for ds in datasets:
+        for i, name in enumerate(names):
+            s = {"parameters": rng.randrange(1_000_000, 30_000_000),
+                 "final": {"valid_ppl": _ppl(rng), "tokens_per_s": rng.uniform(500, 20_000)}}
+            if best_valid or i % 2:  # table2 falls back to final.valid_ppl without best_valid_ppl
+                s["best_valid_ppl"] = _ppl(rng)
+            _write(Path(f"work/runs/{scale}/{ds}-{name}/summary.json"), s)
+            _write(Path(f"work/evals/{scale}/{ds}-{name}.test.json"), {"perplexity": _ppl(rng)})
+
+
+def build_table2(rng, scale="small", datasets=("ptb", "wt2")):
+    build_runs(rng, scale, datasets, tables.PAPER_TABLE2, best_valid=False)
+
+
+def build_table3(rng, scale="small", datasets=("ptb", "wt2")):
+    build_runs(rng, scale, datasets, tables.PAPER_TABLE3)
+
+
+def build_table4(rng, scale="small", fractions=("0", "0.2", "0.5", "1"), train_fractions=("0", "1")):
+    _write(Path(f"work/evals/{scale}/ptb-groc-d0-surf.test.json"), {"perplexity": _ppl(rng)})
+    for f in fractions:
+        _lexicon(Path(f"work/ptb.lexicon.keep{f}.parquet"), rng.random() * float(f), rng.random() * float(f))
+        _write(Path(f"work/evals/{scale}/table4-inference-{f}.json"), {"perplexity": _ppl(rng)})
+    for f in train_fractions:
+        _write(Path(f"work/evals/{scale}/table4-train-{f}.json"), {"perplexity": _ppl(rng)})
+
+
+def build_table5(rng, scale="small", suffix="-min2", tests=("news13", "news14", "web", "wiki", "books")):
+    for kind in ("tied", "groc"):
+        for d in tests:
+            for setting, _ in tables.TABLE5_SETTINGS:
+                _write(Path(f"work/evals/{scale}/table5{suffix}-{kind}-{d}-{setting}.json"),
+                       {"perplexity": _ppl(rng) * 10, "tokens": rng.randrange(5_000, 300_000),
+                        "vocab_size": rng.randrange(5_000, 60_000), "new_words": rng.randrange(100, 20_000),
+                        "oov_rate": rng.random() / 5})
+        for ft in tables.TABLE5_FINETUNING:
+            run = Path(f"work/runs/{scale}/reuters{suffix}-{kind}-ft-{ft}")
+            run.mkdir(parents=True)
+            pq.write_table(pa.table({"epoch": [1, 2, 3], "train_loss": [rng.uniform(4, 7) for _ in range(3)],
+                                     "valid_loss": [rng.uniform(4, 7) for _ in range(3)]}), run / "metrics.parquet")
+
+
+def build_table10(rng, scale="small", datasets=("ptb", "wt2")):
+    for ds in datasets:
+        results = {}
+        for name in ("tied", "lookup", "groc", "groc@update_prob=0.5", "groc@update_prob=0.05"):  # the last not in the paper
+            results[name] = {"seconds_per_step": rng.uniform(0.01, 2), "mean_seconds_per_step": rng.uniform(0.01, 2),
+                             "step_time_vs_tied": rng.uniform(0.5, 9)}
+            if name != "lookup":  # a result without its parameter count reads as 0
+                results[name]["parameters"] = rng.randrange(100_000, 20_000_000)
+        _write(Path(f"work/bench/{scale}/{ds}-train-throughput.json"),
+               {"settings": {"device": "cpu", "threads": 2}, "results": results})
+
+
+def build_figure3(rng, datasets=("ptb", "wt2"), baselines=("tied", "adaptive")):
+    for ds in datasets:
+        for base in baselines:
+            _write(Path(f"out/{ds}-{base}-vs-groc.json"),
+                   {"bins": [{"bin": b, "median_diff": rng.uniform(-0.5, 0.5)} for b in ("1-10", "10-100", ">100")],
+                    "overall": {"median_diff": rng.uniform(-0.2, 0.2)}})
+
+
+def build_figure6(rng):
+    for fig in ("figure6", "figure7"):
+        grid = [{"theta": t, "cache_weight": w, "perplexity": _ppl(rng)} for t in (0, 0.5, 1) for w in (0.034, 0.1, 0.167)]
+        _write(Path(f"out/{fig}-grid.json"),
+               {"grid": grid, "best": min(grid, key=lambda r: r["perplexity"]), "model_perplexity": _ppl(rng)})
+
+
+def build_check_open_vocab(rng, domains=("news14", "wiki", "books"), non_finite=()):
+    for kind in tables.CHECK_OUTPUTS:
+        for d in domains:
+            for x in tables.CHECK_CACHES:
+                ppl = math.inf if (kind, d, x) in non_finite else _ppl(rng)
+                _write(Path(f"check/evals/{kind}-{d}-{x}.json"), {"perplexity": ppl, "tokens": rng.randrange(9_000, 30_000),
+                                                                   "oov_rate": rng.random() / 5, "new_words": rng.randrange(10, 3_000)})
+
+
+def build_check_wikitext2_caches(rng):
+    _write(Path("out/local-grid.json"), {"model_perplexity": _ppl(rng),
+                                         "best": {"theta": 0.3, "cache_weight": 0.1, "perplexity": _ppl(rng)}})
+    _write(Path("out/unbounded-grid.json"), {"model_perplexity": _ppl(rng), "best": {
+        "knn": 1024, "bandwidth_scale": 0.5, "cache_weight": 0.2, "perplexity": _ppl(rng)}})
+    for name in ("static", "local", "unbounded"):
+        _write(Path(f"out/test-{name}.json"), {"perplexity": _ppl(rng)})
+
+
+def build_quickstart(rng):
+    for kind in ("tied", "groc"):
+        _write(Path(f"out/{kind}/summary.json"), {"tokens": 170_123, "parameters": rng.randrange(300_000, 500_000)})
+        for d in tables.QUICKSTART_SETS:
+            for n in ("base", "local", "unbounded"):
+                _write(Path(f"out/evals/{kind}-{d}-{n}.json"), {"tokens": rng.randrange(20_000, 40_000), "oov_rate": rng.random() / 5,
+                                                                "new_words": rng.randrange(100, 3_000), "perplexity": _ppl(rng)})
+
+
+# case: (builder, its keyword arguments, the report's command line). Paths are relative to the
+# case's directory, so that the expected text does not depend on where the test runs.
+CASES = {
+    "table1": (build_table1, {}, ["table1", "--out=out", "--work=work"]),
+    "table2": (build_table2, {}, ["table2", "--out=out", "--work=work", "--scale=small", "--datasets=ptb wt2"]),
+    "table2-paper": (build_table2, {"scale": "paper", "datasets": ["wt2"]},
+                     ["table2", "--out=out", "--work=work", "--scale=paper", "--datasets=wt2"]),
+    "table3": (build_table3, {}, ["table3", "--out=out", "--work=work", "--scale=small", "--datasets=ptb wt2"]),
+    "table4": (build_table4, {}, ["table4", "--out=out", "--work=work", "--scale=small", "--fractions=0 0.2 0.5 1",
+                                  "--train-fractions=0 1"]),
+    "table4-no-training": (build_table4, {"scale": "paper", "fractions": ["0.4"], "train_fractions": []},
+                           ["table4", "--out=out", "--work=work", "--scale=paper", "--fractions=0.4", "--train-fractions="]),
+    "table5": (build_table5, {}, ["table5", "--out=out", "--work=work", "--scale=small",
+                                  "--tests=news13 news14 web wiki books", "--reuters-suffix=-min2", "--reuters-min-count=2"]),
+    "table5-min1-paper": (build_table5, {"scale": "paper", "suffix": "", "tests": ["news14", "web"]},
+                          ["table5", "--out=out", "--work=work", "--scale=paper", "--tests=news14 web",
+                           "--reuters-suffix=", "--reuters-min-count=1"]),
+    "table10": (build_table10, {}, ["table10", "--out=out", "--work=work", "--scale=small", "--datasets=ptb wt2"]),
+    "figure3": (build_figure3, {}, ["figure3", "--out=out", "--scale=small", "--datasets=ptb wt2",
+                                    "--baselines=tied adaptive"]),
+    "figure6": (build_figure6, {}, ["figure6", "--out=out", "--scale=small"]),
+    "check-open-vocab": (build_check_open_vocab, {}, ["check-open-vocab", "--out=out", "--check-dir=check",
+                                                      "--domains=news14 wiki books"]),
+    "check-open-vocab-non-finite": (build_check_open_vocab, {"non_finite": [("tied", "wiki", "local"), ("groc", "books", "none")]},
+                                    ["check-open-vocab", "--out=out", "--check-dir=check", "--domains=news14 wiki books"]),
+    "check-wikitext2-caches": (build_check_wikitext2_caches, {}, ["check-wikitext2-caches", "--out=out"]),
+    "grid-best": (build_check_wikitext2_caches, {}, ["grid-best", "--grid=out/unbounded-grid.json", "--key=bandwidth_scale"]),
+    "quickstart": (build_quickstart, {}, ["quickstart", "--out=out", "--seconds=238"]),
+}
+
+
+def build_case(case: str, directory: Path) -> None:
+    """Write case's made-up inputs into directory (which must be the current directory)."""
+    builder, kwargs, _ = CASES[case]
+    assert Path.cwd() == directory
+    builder(random.Random(case), **kwargs)
+    Path("out").mkdir(exist_ok=True)
+
+
+def outputs(directory: Path, before: set) -> dict:
+    """What a report wrote under directory (files not in before): Markdown as text, Parquet as its
+    schema, metadata and rows, plots as their kind."""
+    found = {}
+    for path in sorted(directory.rglob("*")):
+        name = str(path.relative_to(directory))
+        if not path.is_file() or name in before:
+            continue
+        if path.suffix == ".parquet":
+            t = pq.read_table(path)
+            found[name] = {"schema": str(t.schema.remove_metadata()),
+                           "metadata": {k.decode(): json.loads(v) for k, v in (t.schema.metadata or {}).items()},
+                           "rows": t.to_pylist()}
+        elif path.suffix == ".png":
+            found[name] = "PNG" if path.read_bytes().startswith(b"\x89PNG") else "not a PNG"
+        else:
+            found[name] = path.read_text()
+    return found
+
+
+def run_case(case: str, directory: Path, capsys) -> dict:
+    """The report of case on its inputs, in process: exit status, stdout, stderr and the files it wrote."""
+    build_case(case, directory)
+    before = {str(p.relative_to(directory)) for p in directory.rglob("*")}
+    try:
+        tables.main(CASES[case][2])
+        status = 0
+    except SystemExit as exc:
+        status = exc.code
+    out, err = capsys.readouterr()
+    return {"status": status, "stdout": out, "stderr": err, "files": outputs(directory, before)}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_report_matches_what_the_recipe_wrote_before(case, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    got = run_case(case, tmp_path, capsys)
+    # JSON turns inf into Infinity and tuples into lists: compare as the expected file stores them.
+    got = json.loads(json.dumps(got))
+    expected_file = EXPECTED / f"{case}.json"
+    if os.environ.get("GROC_UPDATE_EXPECTED"):
+        expected_file.parent.mkdir(exist_ok=True)
+        expected_file.write_text(json.dumps(got, indent=1, ensure_ascii=False) + "\n")
+    expected = json.loads(expected_file.read_text())
+    assert got["stdout"] == expected["stdout"]
+    assert got == expected
+    for name, text in got["files"].items():  # each Markdown file is also printed
+        if name.endswith(".md"):
+            assert text + "\n" in got["stdout"]
+
+
+def test_a_missing_output_stops_the_report_before_any_table(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    build_case("table5", tmp_path)
+    Path("work/evals/small/table5-min2-groc-web-local.json").unlink()
+    with pytest.raises(SystemExit) as exc:
+        tables.main(CASES["table5"][2])
+    assert exc.value.code == 2
+    assert "table5-min2-groc-web-local.json is missing" in capsys.readouterr().err
+    assert not list(Path("out").glob("table5.*"))
+
+
+def test_reports_run_from_the_command_line_as_the_recipes_call_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    build_case("grid-best", tmp_path)
+    script = REPO / "recipes" / "lib" / "tables.py"
+    r = subprocess.run([sys.executable, str(script), *CASES["grid-best"][2]], capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "0.5\n", "")
+    r = subprocess.run([sys.executable, str(script), "table5", "--out=out"], capture_output=True, text=True)
+    assert r.returncode == 2 and "required: --work, --scale, --tests" in r.stderr
+    r = subprocess.run([sys.executable, str(script), "table6"], capture_output=True, text=True)
+    assert r.returncode == 2 and "invalid choice: 'table6'" in r.stderr
