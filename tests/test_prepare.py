@@ -157,3 +157,35 @@ def test_split_budget_counts_eos_and_test_only_dataset_has_no_oov(tmp_path):
     assert len(out["train"]) == 2
     m = prepare_dataset({"test": [["x", "y"]]}, tmp_path / "t")
     assert m["vocab_size"] == 0 and "oov_rate" not in m["splits"]["test"]
+
+
+def _error_line(result) -> str:
+    """The one-line error a failed prepare ends with (its progress lines come before it)."""
+    err = result.stderr.decode()
+    assert result.returncode == 2 and "Traceback" not in err, err
+    return err.splitlines()[-1]
+
+
+def test_input_without_words_is_refused_naming_its_flag(groc, data_dir, tmp_path):
+    blank = tmp_path / "blank.txt"
+    blank.write_text("  \n\t\n\n \u00a0\n\n")
+    good = data_dir / "ptb" / "ptb.valid.txt"
+    for args, flag in ((["--train", blank], "--train"), (["--train", blank, "--tokenize", "-j", "2"], "--train"),
+                       (["--train", good, "--test", blank], "--test"), (["--train", "-"], "--train stdin")):
+        line = _error_line(groc("prepare", *args, "-o", tmp_path / "ds", input=b"\n \n" if "-" in args else None))
+        assert line.startswith(f"groc: error: {flag}") and "has no words" in line, line
+        assert str(blank) in line or "stdin" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.txt"]
+
+
+def test_min_count_that_keeps_no_word_is_refused_and_mostly_unk_warned(groc, data_dir, tmp_path):
+    valid = data_dir / "ptb" / "ptb.valid.txt"  # 'the' occurs 4,122 times
+    line = _error_line(groc("prepare", "--train", valid, "--min-count", "5000", "-o", tmp_path / "none"))
+    assert line == ("groc: error: --min-count 5000 keeps no training word besides <unk> and <eos> "
+                    "(the most frequent, 'the', occurs 4,122 times); lower --min-count")
+    assert not (tmp_path / "none").exists()
+    unk = groc("prepare", "--train", valid, "--min-count", "100", "-o", tmp_path / "mostly-unk", check=True)
+    warnings = [w for w in unk.stderr.decode().splitlines() if w.startswith("warning")]
+    assert warnings == ["warning: 52.5% of the training tokens are <unk>; lower --min-count (now 100) to keep more words"]
+    fine = groc("prepare", "--train", valid, "--min-count", "50", "-o", tmp_path / "fine", check=True)
+    assert "warning" not in fine.stderr.decode()

@@ -44,7 +44,7 @@ UNK = "<unk>"
 EOS = "<eos>"
 ROW_GROUP = 1 << 20  # ids per Parquet row group; datasets written before streaming used the same
 BATCH_TOKENS = 1 << 18  # tokens mapped to ids at a time: a few MB of strings
-UNK_WARNING_SHARE = 0.5
+UNK_WARNING_SHARE = 0.5  # of the training tokens: past it, most of what a model learns is <unk>
 
 
 def parse_budgets(text: str) -> list[int | None]:
@@ -229,6 +229,34 @@ def _changed(name: str, detail: str) -> GrocError:
     return GrocError(f"{name} changed between groc's two readings of it ({detail}); run groc prepare again")
 
 
+def _check_content(scan: Scan, vocab: list[str], min_count: int, max_vocab: int | None) -> None:
+    """Refuse a dataset no model can learn from, before writing it; warn when most training
+    tokens would be <unk>."""
+    for name, words in scan.words.items():
+        if words == 0:
+            blank = ", only blank lines" if scan.stats[name].lines else ""
+            raise GrocError(f"{scan.labels[name]} has no words{blank}; give a text with words in it")
+    if "train" not in scan.counts:
+        return
+    train, specials = scan.counts["train"], (UNK, EOS)
+    real = [(count, word) for word, count in train.items() if word not in specials]
+    if not real:
+        raise GrocError(f"{scan.labels['train']} has no words besides {' and '.join(specials)}; give a text with words in it")
+    if all(word in specials for word in vocab):
+        count, word = max(real)
+        raise GrocError(f"--min-count {min_count} keeps no training word besides {' and '.join(w for w in specials if w in vocab)} (the most "
+                        f"frequent, {word!r}, occurs {count:,} times); lower --min-count")
+    known = set(vocab)
+    unk = train.get(UNK, 0) + sum(count for word, count in train.items() if word not in known)
+    share = unk / scan.stats["train"].tokens
+    if share > UNK_WARNING_SHARE:
+        fixes = [f"lower --min-count (now {min_count})"] if min_count > 1 else []
+        if max_vocab is not None:
+            fixes.append(f"raise --max-vocab (now {max_vocab:,})")
+        why = f"; {' or '.join(fixes)} to keep more words" if fixes else " in the input itself"
+        log(f"warning: {100 * share:.1f}% of the training tokens are <unk>{why}")
+
+
 def write_dataset(
     scan: Scan,
     out_dir: Path,
@@ -244,10 +272,8 @@ def write_dataset(
     the checksum that every Parquet file carries in its schema is known only once all ids are."""
     counts, stats, eos = scan.counts, scan.stats, scan.eos
     train_counts = counts.get("train", Counter())
-    for name, split in stats.items():
-        if split.tokens == 0:
-            raise GrocError(f"the {name} split is empty after reading; check the input or --split budgets")
     vocab = build_vocabulary(train_counts, min_count, max_vocab, eos) if train_counts else []
+    _check_content(scan, vocab, min_count, max_vocab)
     in_vocab = len(vocab)
     known = set(vocab)
     total: Counter = Counter()
