@@ -15,7 +15,7 @@ except ImportError:  # older typer depends on click itself
     from click import exceptions as click_exceptions
 
 from . import __version__
-from .errors import GrocError, Terminated
+from .errors import GrocError, StdoutClosed, Terminated
 
 app = typer.Typer(
     name="groc",
@@ -111,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"groc: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except BrokenPipeError:
-        # The reader of our stdout went away (e.g. `groc tokenize | head`): not an error.
+    except (StdoutClosed, BrokenPipeError):
+        # The reader of our stdout went away (e.g. `groc tokenize | head`): not an error. Python
+        # would still flush what is buffered at exit, and fail, so stdout now goes nowhere.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0

@@ -9,3 +9,8 @@ class GrocError(Exception):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the process is so that it cleans up as after Ctrl-C (exit status 143)."""
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away (`groc tokenize | head`): a normal end, exit status 0. Not an
+    OSError, which typer would turn into exit status 1 before groc's own handler saw it."""
