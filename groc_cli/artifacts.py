@@ -289,11 +289,20 @@ def provenance(stage: str, **fields: Any) -> dict:
     return {"tool": "groc", "version": __version__, "stage": stage, **fields}
 
 
+def _with_provenance(schema: pa.Schema, meta: dict) -> pa.Schema:
+    return schema.with_metadata({**(schema.metadata or {}), METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+
+
 def write_parquet(table: pa.Table, path: Path, meta: dict, row_group_size: int | None = None) -> None:
     """Write `table` to `path` with `meta` as JSON in the schema metadata (not atomic: use inside atomic_*)."""
-    existing = table.schema.metadata or {}
-    table = table.replace_schema_metadata({**existing, METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+    table = table.replace_schema_metadata(_with_provenance(table.schema, meta).metadata)
     pq.write_table(table, path, row_group_size=row_group_size, compression="zstd")
+
+
+def parquet_writer(path: Path, schema: pa.Schema, meta: dict) -> pq.ParquetWriter:
+    """A writer for a table too large to hold, one row group at a time; with the same row groups
+    it writes the same bytes as write_parquet (not atomic: use inside atomic_*)."""
+    return pq.ParquetWriter(path, _with_provenance(schema, meta), compression="zstd")
 
 
 def read_metadata(path: Path) -> dict:

@@ -16,7 +16,7 @@ except ImportError:  # older typer depends on click itself
     from click import exceptions as click_exceptions
 
 from . import __version__
-from .errors import GrocError, Terminated
+from .errors import GrocError, StdoutClosed, Terminated
 
 app = typer.Typer(
     name="groc",
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"groc: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except BrokenPipeError:
+    except (StdoutClosed, BrokenPipeError):
         return _quiet_stdout()
     except MemoryError:
         print("groc: error: out of memory; use a smaller --batch-size or --chunk", file=sys.stderr)

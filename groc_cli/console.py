@@ -11,6 +11,8 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from .errors import StdoutClosed
+
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -28,8 +30,18 @@ def emit_json(obj: Any) -> None:
     """The stage's result: one JSON object on stdout."""
     if not is_main_process():
         return
-    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
-    sys.stdout.flush()
+    write_stdout(json.dumps(obj, sort_keys=True) + "\n", flush=True)
+
+
+def write_stdout(text: str, flush: bool = False) -> None:
+    """Write part of a stage's result to stdout; a reader that has gone away (`| head`) ends the stage
+    normally (StdoutClosed), not with typer's exit status 1 for an OSError."""
+    try:
+        sys.stdout.write(text)
+        if flush:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        raise StdoutClosed() from None
 
 
 @contextlib.contextmanager

@@ -18,3 +18,8 @@ class DamagedInput(GrocError):
 
     def __init__(self, file, problem: str, rebuild: str):
         super().__init__(f"{file} {problem}; {rebuild}")
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away (`groc tokenize | head`): a normal end, exit status 0. Not an
+    OSError, which typer would turn into exit status 1 before groc's own handler saw it."""

@@ -1,12 +1,15 @@
+import hashlib
 import json
+from collections import Counter
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from groc_cli.errors import GrocError
-from groc_cli.text.dataset import build_vocabulary, open_dataset, parse_budgets, prepare_dataset, split_by_budget
-from collections import Counter
+from groc_cli.text.dataset import (SPLITS, build_vocabulary, count_splits, open_dataset, parse_budgets, prepare_dataset,
+                                   split_by_budget)
+from groc_cli.text.io import TokenLines
 
 
 def test_parse_budgets():
@@ -55,6 +58,55 @@ def test_wikitext2_counts(groc, data_dir, tmp_path):
     ds = open_dataset(out)
     assert ds.manifest["splits"]["train"]["tokens"] == 2_088_628
     assert ds.vocab_size == 33_278
+    # Written a row group at a time: the same row groups as the in-memory writer made, and the
+    # checksum as documented (docs/formats.md), although no split was ever held whole.
+    groups = pq.ParquetFile(out / "train.parquet").metadata
+    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [1 << 20, 2_088_628 - (1 << 20)]
+    digest = hashlib.sha256(f"groc-dataset-v1\n{ds.vocab_size}\n".encode())
+    for word in ds.words:
+        digest.update(word.encode() + b"\n")
+    for name in SPLITS:
+        if ds.has_split(name):
+            digest.update(name.encode() + ds.ids(name).astype(np.uint32).tobytes())
+    assert digest.hexdigest() == ds.checksum
+
+
+def test_stdin_and_tokenized_input_are_read_twice_through_an_unnamed_spool(groc, data_dir, tmp_path):
+    valid = data_dir / "ptb" / "ptb.valid.txt"
+    sums = []
+    for n, (args, stdin) in enumerate([([valid], None), (["-"], valid.read_bytes()),
+                                       ([valid, "--tokenize"], None), (["-", "--tokenize", "-j", "2"], valid.read_bytes())]):
+        result = groc("prepare", "--train", *args, "--split", "50K,rest", "-o", tmp_path / f"d{n}", "--json", input=stdin, check=True)
+        sums.append(json.loads(result.stdout)["checksum"])
+    assert sums[0] == sums[1] and sums[2] == sums[3]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d0", "d1", "d2", "d3"]  # no spool or scratch file left
+
+
+def test_budgets_stop_reading_once_met():
+    read = []
+
+    def lines():
+        for i in range(1000):
+            read.append(i)
+            yield ["a", "b", "c"]
+
+    class Twice:
+        def __iter__(self):
+            return lines()
+
+    scan = count_splits({"train": Twice()}, budgets=[8, 8], eos=True)
+    assert [(s.lines, s.tokens) for s in scan.stats.values()] == [(2, 8), (2, 8)]
+    assert len(read) <= 5  # the 1000-line input was not read to its end
+
+
+def test_input_changed_between_readings_is_refused(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("a b\nc d\n")
+    lines = TokenLines(str(text), "--train", spool_dir=tmp_path)
+    assert list(lines) == [["a", "b"], ["c", "d"]] == list(lines)
+    text.write_text("a b\nc d e\n")
+    with pytest.raises(GrocError, match="--train .* changed while groc was reading it"):
+        list(lines)
 
 
 def test_split_tokenize_and_oov(groc, data_dir, tmp_path):
@@ -105,3 +157,35 @@ def test_split_budget_counts_eos_and_test_only_dataset_has_no_oov(tmp_path):
     assert len(out["train"]) == 2
     m = prepare_dataset({"test": [["x", "y"]]}, tmp_path / "t")
     assert m["vocab_size"] == 0 and "oov_rate" not in m["splits"]["test"]
+
+
+def _error_line(result) -> str:
+    """The one-line error a failed prepare ends with (its progress lines come before it)."""
+    err = result.stderr.decode()
+    assert result.returncode == 2 and "Traceback" not in err, err
+    return err.splitlines()[-1]
+
+
+def test_input_without_words_is_refused_naming_its_flag(groc, data_dir, tmp_path):
+    blank = tmp_path / "blank.txt"
+    blank.write_text("  \n\t\n\n \u00a0\n\n")
+    good = data_dir / "ptb" / "ptb.valid.txt"
+    for args, flag in ((["--train", blank], "--train"), (["--train", blank, "--tokenize", "-j", "2"], "--train"),
+                       (["--train", good, "--test", blank], "--test"), (["--train", "-"], "--train stdin")):
+        line = _error_line(groc("prepare", *args, "-o", tmp_path / "ds", input=b"\n \n" if "-" in args else None))
+        assert line.startswith(f"groc: error: {flag}") and "has no words" in line, line
+        assert str(blank) in line or "stdin" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.txt"]
+
+
+def test_min_count_that_keeps_no_word_is_refused_and_mostly_unk_warned(groc, data_dir, tmp_path):
+    valid = data_dir / "ptb" / "ptb.valid.txt"  # 'the' occurs 4,122 times
+    line = _error_line(groc("prepare", "--train", valid, "--min-count", "5000", "-o", tmp_path / "none"))
+    assert line == ("groc: error: --min-count 5000 keeps no training word besides <unk> and <eos> "
+                    "(the most frequent, 'the', occurs 4,122 times); lower --min-count")
+    assert not (tmp_path / "none").exists()
+    unk = groc("prepare", "--train", valid, "--min-count", "100", "-o", tmp_path / "mostly-unk", check=True)
+    warnings = [w for w in unk.stderr.decode().splitlines() if w.startswith("warning")]
+    assert warnings == ["warning: 52.5% of the training tokens are <unk>; lower --min-count (now 100) to keep more words"]
+    fine = groc("prepare", "--train", valid, "--min-count", "50", "-o", tmp_path / "fine", check=True)
+    assert "warning" not in fine.stderr.decode()

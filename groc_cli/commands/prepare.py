@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Optional
@@ -11,9 +12,9 @@ import typer
 from ..artifacts import claim_output
 from ..console import emit_json, log
 from ..errors import GrocError
-from ..text.dataset import SPLITS, file_record, parse_budgets, prepare_dataset, split_by_budget
-from ..text.io import check_input_file
-from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_lines
+from ..text.dataset import SPLITS, count_splits, file_record, parse_budgets, write_dataset
+from ..text.io import TokenLines, check_input_file
+from ..text.tokenizer import TokenizeOptions
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -23,19 +24,6 @@ EPILOG = """[bold]Examples[/bold]
 
   groc tokenize --lower raw.txt | groc prepare --train - --split 90K,10K -o data/sample
 """
-
-
-def _read_split(path: str, flag: str, tokenize: bool, options: TokenizeOptions, jobs: int, errors: str):
-    import sys
-
-    if path == "-":
-        stream, name = sys.stdin.buffer, "stdin"
-    else:
-        stream, name = open(check_input_file(Path(path), flag), "rb"), path
-    lines = decode_lines(stream, errors=errors, name=name)
-    if tokenize:
-        lines = tokenize_lines(lines, options, jobs=jobs)
-    return [line.split() for line in lines]
 
 
 def prepare(
@@ -71,32 +59,30 @@ def prepare(
         if path != "-":
             check_input_file(Path(path), f"--{name}")
     sources = tuple(path for path in given.values() if path != "-")
-    with claim_output(output, force, kind="dataset directory", inputs=sources):
+    with claim_output(output, force, kind="dataset directory", inputs=sources), contextlib.ExitStack() as stack:
         start = time.perf_counter()
         options = TokenizeOptions(lower=lower)
-        split_lines = {}
-        inputs = {}
-        for name, path in given.items():
-            log(f"reading {name} from {'stdin' if path == '-' else path}")
-            split_lines[name] = _read_split(path, f"--{name}", do_tokenize, options, jobs, errors)
-            inputs[name] = file_record(Path(path)) if path != "-" else {"path": "-"}
+        # Each input is read twice (count words, then write ids), so memory holds counts, not tokens.
+        readers = {
+            name: stack.enter_context(TokenLines(path, f"--{name}", spool_dir=output.parent, tokenize=do_tokenize,
+                                                 options=options, jobs=jobs, errors=errors))
+            for name, path in given.items()
+        }
+        scan = count_splits(readers, budgets=budgets, eos=eos, labels={name: r.label for name, r in readers.items()})
+        inputs = {name: file_record(Path(path)) if path != "-" else {"path": "-"} for name, path in given.items()}
         if budgets:
-            split_lines = split_by_budget(split_lines.pop("train"), budgets, eos=eos)
             inputs = {"split_source": inputs["train"]}
-            short = [n for n, lines in split_lines.items() if not lines]
+            short = [name for name, stats in scan.stats.items() if not stats.lines]
             if short:
                 raise GrocError(f"--split {split}: the input ran out before the {short[0]} split; lower the budgets")
-            for (name, lines), budget in zip(split_lines.items(), budgets):
-                got = sum(len(t) + int(eos) for t in lines)
-                if budget is not None and got < budget:
-                    log(f"warning: the {name} split has {got:,} tokens, fewer than its budget of {budget:,} (input ran out)")
+            for (name, stats), budget in zip(scan.stats.items(), budgets):
+                if budget is not None and stats.tokens < budget:
+                    log(f"warning: the {name} split has {stats.tokens:,} tokens, fewer than its budget of {budget:,} (input ran out)")
         arguments = {
             "tokenize": do_tokenize, "lower": lower, "split": split, "eos": eos,
             "min_count": min_count, "max_vocab": max_vocab, "errors": errors,
         }
-        manifest = prepare_dataset(
-            split_lines, output, eos=eos, min_count=min_count, max_vocab=max_vocab, inputs=inputs, arguments=arguments
-        )
+        manifest = write_dataset(scan, output, min_count=min_count, max_vocab=max_vocab, inputs=inputs, arguments=arguments)
         seconds = time.perf_counter() - start
         parts = []
         for name, s in manifest["splits"].items():

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import sys
+import contextlib
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ..artifacts import atomic_file, claim_output
+from ..console import write_stdout
 from ..errors import GrocError
 from ..text.io import open_input
 from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_lines
@@ -36,17 +37,18 @@ def tokenize(
     options = TokenizeOptions(lower=lower, escape=escape)
     stream = open_input(input, "INPUT")
     name = "stdin" if input in (None, "-") else input
+    # Closed on the way out, whatever the way: its worker processes end before groc does.
     lines = tokenize_lines(decode_lines(stream, errors=errors, name=name), options, jobs=jobs)
-    if output == "-":
-        out = sys.stdout
-        for line in lines:
-            out.write(line + "\n")
-        out.flush()
-        return
-    target = Path(output)
-    with claim_output(target, force, kind="file", inputs=(input,)), atomic_file(target, "w") as handle:
-        for line in lines:
-            handle.write(line + "\n")
+    with contextlib.closing(lines):
+        if output == "-":
+            for line in lines:
+                write_stdout(line + "\n")
+            write_stdout("", flush=True)
+            return
+        target = Path(output)
+        with claim_output(target, force, kind="file", inputs=(input,)), atomic_file(target, "w") as handle:
+            for line in lines:
+                handle.write(line + "\n")
 
 
 def register(app: typer.Typer) -> None:

@@ -19,26 +19,33 @@ ids >= V to <unk>) and open-vocabulary evaluation (use the words themselves).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import re
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import BinaryIO, Iterable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import __version__
-from ..artifacts import (atomic_dir, id_dtype, open_parquet, parquet_checksum, provenance, read_json, read_parquet,
-                         sha256_file, write_json, write_parquet)
+from ..artifacts import (atomic_dir, id_dtype, open_parquet, parquet_checksum, parquet_writer, provenance,
+                         read_json, read_parquet, sha256_file, write_json, write_parquet)
+from ..console import log
 from ..errors import DamagedInput, GrocError
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "valid", "test")
 UNK = "<unk>"
 EOS = "<eos>"
+ROW_GROUP = 1 << 20  # ids per Parquet row group; datasets written before streaming used the same
+BATCH_TOKENS = 1 << 18  # tokens mapped to ids at a time: a few MB of strings
+UNK_WARNING_SHARE = 0.5  # of the training tokens: past it, most of what a model learns is <unk>
 
 
 def parse_budgets(text: str) -> list[int | None]:
@@ -63,19 +70,26 @@ def parse_budgets(text: str) -> list[int | None]:
     return budgets
 
 
-def split_by_budget(lines: Iterable[list[str]], budgets: list[int | None], eos: bool = True) -> dict[str, list[list[str]]]:
-    """Consecutive splits: a split takes whole lines until it holds at least its budget of tokens (<eos> included)."""
-    out: dict[str, list[list[str]]] = {name: [] for name in SPLITS[: len(budgets)]}
-    names = list(out)
+def assign_budgets(lines: Iterable[list[str]], budgets: list[int | None], eos: bool = True) -> Iterator[tuple[str, list[str]]]:
+    """Consecutive splits: a split takes whole lines until it holds at least its budget of tokens
+    (<eos> included). Yields (split, tokens) per line and stops reading once every budget is met."""
+    names = SPLITS[: len(budgets)]
     index, count = 0, 0
     for tokens in lines:
         if index >= len(names):
             break
-        out[names[index]].append(tokens)
+        yield names[index], tokens
         count += len(tokens) + int(eos)
         budget = budgets[index]
         if budget is not None and count >= budget:
             index, count = index + 1, 0
+
+
+def split_by_budget(lines: Iterable[list[str]], budgets: list[int | None], eos: bool = True) -> dict[str, list[list[str]]]:
+    """assign_budgets, collected in memory (every split present, possibly empty)."""
+    out: dict[str, list[list[str]]] = {name: [] for name in SPLITS[: len(budgets)]}
+    for name, tokens in assign_budgets(lines, budgets, eos):
+        out[name].append(tokens)
     return out
 
 
@@ -106,12 +120,84 @@ def build_vocabulary(train_counts: Counter, min_count: int, max_vocab: int | Non
     return sorted(words + specials, key=lambda w: (-train_counts.get(w, 0), w))
 
 
-def content_checksum(vocab_words: list[str], arrays: dict[str, np.ndarray], in_vocab: int) -> str:
-    """Checksum of what a model sees (ids and words), independent of paths and timestamps."""
+@dataclass
+class Scan:
+    """What the first pass over a dataset's inputs found: per-split counts, and which lines of
+    which input make each split (the second pass reads the inputs again to write ids)."""
+
+    eos: bool
+    counts: dict[str, Counter]
+    stats: dict[str, SplitStats]
+    words: dict[str, int]  # tokens without <eos>
+    labels: dict[str, str]  # how messages name each split's input
+    plan: list[tuple[Iterable[list[str]], list[tuple[str, int]]]]  # per input: its splits in order, with line counts
+
+
+def _closing(lines: Iterator):
+    """Close a generator that stops early (its input file, its tokenizer processes) now, not at garbage collection."""
+    return contextlib.closing(lines) if hasattr(lines, "close") else contextlib.nullcontext()
+
+
+def count_splits(
+    split_lines: Mapping[str, Iterable[list[str]]],
+    *,
+    budgets: list[int | None] | None = None,
+    eos: bool = True,
+    labels: Mapping[str, str] | None = None,
+) -> Scan:
+    """First pass: count every split's words. Each input must be iterable twice, giving the same
+    lines (a list, or a re-readable file). With `budgets`, the one input is the "train" one and
+    assign_budgets divides it into consecutive splits."""
+    if budgets is not None and set(split_lines) != {"train"}:
+        raise ValueError("budgets divide a single 'train' input")
+    labels = dict(labels or {})
+    counts: dict[str, Counter] = {}
+    n_lines: dict[str, int] = {}
+    plan = []
+    for source_name, source in split_lines.items():
+        label = labels.setdefault(source_name, f"the {source_name} split")
+        lines = iter(source)
+        if budgets is None:
+            names = [source_name]
+            assigned = ((source_name, tokens) for tokens in lines)
+        else:
+            names = list(SPLITS[: len(budgets)])
+            assigned = assign_budgets(lines, budgets, eos)
+            for name in names[1:]:
+                labels[name] = f"the {name} split of {label}"
+            labels[source_name] = f"the train split of {label}"
+        log(f"reading {label}")
+        for name in names:
+            counts[name], n_lines[name] = Counter(), 0
+        with _closing(lines):
+            for name, tokens in assigned:
+                counts[name].update(tokens)
+                n_lines[name] += 1
+        plan.append((source, [(name, n_lines[name]) for name in names]))
+    words = {name: sum(c.values()) for name, c in counts.items()}
+    stats = {}
+    for name, c in counts.items():
+        if eos:
+            c[EOS] += n_lines[name]
+        stats[name] = SplitStats(tokens=words[name] + n_lines[name] * int(eos), lines=n_lines[name], types=len(c))
+    # The checksum takes the splits in SPLITS order, and the second pass computes it as it goes.
+    plan.sort(key=lambda entry: SPLITS.index(entry[1][0][0]))
+    return Scan(eos=eos, counts=counts, stats=stats, words=words, labels=labels, plan=plan)
+
+
+def _checksum_start(vocab_words: list[str], in_vocab: int):
+    """The dataset checksum covers what a model sees (ids and words), not paths or timestamps;
+    each split's name and ids (as uint32) follow, in SPLITS order."""
     digest = hashlib.sha256()
     digest.update(f"groc-dataset-v{FORMAT_VERSION}\n{in_vocab}\n".encode())
     for word in vocab_words:
         digest.update(word.encode() + b"\n")
+    return digest
+
+
+def content_checksum(vocab_words: list[str], arrays: dict[str, np.ndarray], in_vocab: int) -> str:
+    """The checksum `prepare` records, computed from words and whole id arrays (`--verify`)."""
+    digest = _checksum_start(vocab_words, in_vocab)
     for name in SPLITS:
         if name in arrays:
             digest.update(name.encode())
@@ -119,35 +205,86 @@ def content_checksum(vocab_words: list[str], arrays: dict[str, np.ndarray], in_v
     return digest.hexdigest()
 
 
-def prepare_dataset(
-    split_lines: dict[str, list[list[str]]],
+def _write_ids(lines: Iterator[list[str]], n_lines: int, index: dict[str, int], eos: bool, dtype: np.dtype,
+               out: BinaryIO, digest, in_vocab: int, name: str) -> tuple[int, int]:
+    """Map the next `n_lines` lines to ids, appended to `out` as raw `dtype`; return (tokens, tokens >= in_vocab)."""
+    tokens = oov = read = 0
+    batch: list[str] = []
+
+    def flush() -> None:
+        nonlocal tokens, oov
+        try:
+            ids = np.fromiter(map(index.__getitem__, batch), dtype=np.uint32, count=len(batch))
+        except KeyError as exc:
+            raise _changed(name, f"the word {exc.args[0]!r} is new") from None
+        digest.update(ids.tobytes())
+        out.write(ids.astype(dtype).tobytes())
+        tokens += len(ids)
+        oov += int(np.count_nonzero(ids >= in_vocab))
+        batch.clear()
+
+    for line in itertools.islice(lines, n_lines):
+        batch += line
+        if eos:
+            batch.append(EOS)
+        read += 1
+        if len(batch) >= BATCH_TOKENS:
+            flush()
+    flush()
+    if read < n_lines:
+        raise _changed(name, f"{read:,} lines, {n_lines:,} before")
+    return tokens, oov
+
+
+def _changed(name: str, detail: str) -> GrocError:
+    return GrocError(f"{name} changed between groc's two readings of it ({detail}); run groc prepare again")
+
+
+def _check_content(scan: Scan, vocab: list[str], min_count: int, max_vocab: int | None) -> None:
+    """Refuse a dataset no model can learn from, before writing it; warn when most training
+    tokens would be <unk>."""
+    for name, words in scan.words.items():
+        if words == 0:
+            blank = ", only blank lines" if scan.stats[name].lines else ""
+            raise GrocError(f"{scan.labels[name]} has no words{blank}; give a text with words in it")
+    if "train" not in scan.counts:
+        return
+    train, specials = scan.counts["train"], (UNK, EOS)
+    real = [(count, word) for word, count in train.items() if word not in specials]
+    if not real:
+        raise GrocError(f"{scan.labels['train']} has no words besides {' and '.join(specials)}; give a text with words in it")
+    if all(word in specials for word in vocab):
+        count, word = max(real)
+        raise GrocError(f"--min-count {min_count} keeps no training word besides {' and '.join(w for w in specials if w in vocab)} (the most "
+                        f"frequent, {word!r}, occurs {count:,} times); lower --min-count")
+    known = set(vocab)
+    unk = train.get(UNK, 0) + sum(count for word, count in train.items() if word not in known)
+    share = unk / scan.stats["train"].tokens
+    if share > UNK_WARNING_SHARE:
+        fixes = [f"lower --min-count (now {min_count})"] if min_count > 1 else []
+        if max_vocab is not None:
+            fixes.append(f"raise --max-vocab (now {max_vocab:,})")
+        why = f"; {' or '.join(fixes)} to keep more words" if fixes else " in the input itself"
+        log(f"warning: {100 * share:.1f}% of the training tokens are <unk>{why}")
+
+
+def write_dataset(
+    scan: Scan,
     out_dir: Path,
     *,
-    eos: bool = True,
     min_count: int = 1,
     max_vocab: int | None = None,
     inputs: dict[str, dict] | None = None,
     arguments: dict | None = None,
 ) -> dict:
-    """Write a dataset directory from tokenized lines per split; return the manifest."""
-    counts: dict[str, Counter] = {}
-    stats: dict[str, SplitStats] = {}
-    for name, lines in split_lines.items():
-        c: Counter = Counter()
-        n_tokens = 0
-        for tokens in lines:
-            c.update(tokens)
-            n_tokens += len(tokens)
-        if eos:
-            c[EOS] += len(lines)
-            n_tokens += len(lines)
-        if n_tokens == 0:
-            raise GrocError(f"the {name} split is empty after reading; check the input or --split budgets")
-        counts[name] = c
-        stats[name] = SplitStats(tokens=n_tokens, lines=len(lines), types=len(c))
+    """Second pass: build the vocabulary from the counts, write each split's ids, and return the manifest.
 
+    Memory holds the counts and one batch of lines. The ids go to an unnamed scratch file first:
+    the checksum that every Parquet file carries in its schema is known only once all ids are."""
+    counts, stats, eos = scan.counts, scan.stats, scan.eos
     train_counts = counts.get("train", Counter())
     vocab = build_vocabulary(train_counts, min_count, max_vocab, eos) if train_counts else []
+    _check_content(scan, vocab, min_count, max_vocab)
     in_vocab = len(vocab)
     known = set(vocab)
     total: Counter = Counter()
@@ -155,42 +292,41 @@ def prepare_dataset(
         total.update(c)
     rest = sorted((w for w in total if w not in known), key=lambda w: (-total[w], w))
     words = vocab + rest
+    del total, known, rest
     index = {w: i for i, w in enumerate(words)}
     dtype = id_dtype(len(words))
+    digest = _checksum_start(words, in_vocab)
 
-    arrays: dict[str, np.ndarray] = {}
-    for name, lines in split_lines.items():
-        ids = np.empty(stats[name].tokens, dtype=dtype)
-        pos = 0
-        eos_id = index.get(EOS)
-        for tokens in lines:
-            n = len(tokens)
-            ids[pos : pos + n] = [index[t] for t in tokens]
-            pos += n
-            if eos:
-                ids[pos] = eos_id
-                pos += 1
-        arrays[name] = ids
-        if train_counts:
-            stats[name].oov_tokens = int(np.count_nonzero(ids >= in_vocab))
-
-    checksum = content_checksum(words, arrays, in_vocab)
-    manifest = {
-        "format": "groc-dataset",
-        "format_version": FORMAT_VERSION,
-        "groc_version": __version__,
-        "checksum": checksum,
-        "eos": eos,
-        "vocab_size": in_vocab,
-        "types_total": len(words),
-        "id_dtype": str(dtype),
-        "unk": UNK if vocab else None,
-        "splits": {name: stats[name].as_dict() for name in split_lines},
-        "inputs": inputs or {},
-        "arguments": arguments or {},
-    }
-    meta = provenance("prepare", checksum=checksum, format_version=FORMAT_VERSION)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir) as tmp, contextlib.ExitStack() as scratch:
+        id_files: dict[str, BinaryIO] = {}
+        for source, segments in scan.plan:
+            lines = iter(source)
+            with _closing(lines):
+                for name, n_lines in segments:
+                    log(f"writing the {name} split")
+                    id_files[name] = scratch.enter_context(tempfile.TemporaryFile(dir=tmp, buffering=1 << 20))
+                    digest.update(name.encode())
+                    written, oov = _write_ids(lines, n_lines, index, eos, dtype, id_files[name], digest, in_vocab, scan.labels[name])
+                    if written != stats[name].tokens:
+                        raise _changed(scan.labels[name], f"{written:,} tokens, {stats[name].tokens:,} before")
+                    if train_counts:
+                        stats[name].oov_tokens = oov
+        checksum = digest.hexdigest()
+        manifest = {
+            "format": "groc-dataset",
+            "format_version": FORMAT_VERSION,
+            "groc_version": __version__,
+            "checksum": checksum,
+            "eos": eos,
+            "vocab_size": in_vocab,
+            "types_total": len(words),
+            "id_dtype": str(dtype),
+            "unk": UNK if vocab else None,
+            "splits": {name: stats[name].as_dict() for name in stats},
+            "inputs": inputs or {},
+            "arguments": arguments or {},
+        }
+        meta = provenance("prepare", checksum=checksum, format_version=FORMAT_VERSION)
         vocab_table = pa.table(
             {
                 "id": pa.array(np.arange(len(words), dtype=np.uint32)),
@@ -203,10 +339,30 @@ def prepare_dataset(
             }
         )
         write_parquet(vocab_table, tmp / "vocab.parquet", meta)
-        for name, ids in arrays.items():
-            write_parquet(pa.table({"id": pa.array(ids)}), tmp / f"{name}.parquet", meta, row_group_size=1 << 20)
+        del vocab_table
+        schema = pa.schema([("id", pa.from_numpy_dtype(dtype))])
+        for name, raw in id_files.items():
+            raw.seek(0)
+            with parquet_writer(tmp / f"{name}.parquet", schema, meta) as writer:
+                while chunk := raw.read(ROW_GROUP * dtype.itemsize):
+                    writer.write_table(pa.table({"id": pa.array(np.frombuffer(chunk, dtype=dtype))}), row_group_size=ROW_GROUP)
         write_json(manifest, tmp / "manifest.json")
     return manifest
+
+
+def prepare_dataset(
+    split_lines: Mapping[str, Iterable[list[str]]],
+    out_dir: Path,
+    *,
+    eos: bool = True,
+    min_count: int = 1,
+    max_vocab: int | None = None,
+    inputs: dict[str, dict] | None = None,
+    arguments: dict | None = None,
+) -> dict:
+    """Write a dataset directory from tokenized lines per split (each iterable twice); return the manifest."""
+    scan = count_splits(split_lines, eos=eos)
+    return write_dataset(scan, out_dir, min_count=min_count, max_vocab=max_vocab, inputs=inputs, arguments=arguments)
 
 
 #: What a dataset's vocab.parquet holds, by column: the type tests that `open_dataset` applies.

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import tempfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
 from ..errors import GrocError
+from .tokenizer import TokenizeOptions, decode_lines, tokenize_lines
 
 
 def check_input_file(path: Path, flag: str) -> Path:
@@ -28,3 +32,74 @@ def open_input(path: str | None, flag: str = "INPUT") -> BinaryIO:
     if path in (None, "-"):
         return sys.stdin.buffer
     return open(check_input_file(Path(path), flag), "rb")
+
+
+class TokenLines:
+    """An input's lines as lists of whitespace-separated tokens, readable more than once in
+    bounded memory (groc prepare counts words on a first reading and writes ids on a second).
+
+    A file read as it is is simply read again, and refused if it changed in between. Stdin
+    cannot be read twice, and Moses tokenization is too slow to do twice, so then the first
+    reading keeps the tokens in a spool file in `spool_dir`. The spool has no name
+    (TemporaryFile), so nothing is left behind, even when the process is killed."""
+
+    def __init__(self, path: str, flag: str, *, spool_dir: Path, tokenize: bool = False,
+                 options: TokenizeOptions = TokenizeOptions(), jobs: int = 1, errors: str = "strict"):
+        self.path, self.name = path, "stdin" if path == "-" else path
+        self.label = f"{flag} {self.name}"
+        self.tokenize, self.options, self.jobs, self.errors = tokenize, options, jobs, errors
+        self.spool_dir = spool_dir
+        self._spool: BinaryIO | None = None
+        self._stat: tuple | None = None
+
+    def _identity(self) -> tuple:
+        st = os.stat(self.path)
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def _check_unchanged(self) -> None:
+        if self._identity() != self._stat:
+            raise GrocError(f"{self.label} changed while groc was reading it; run the command again once it is complete")
+
+    def __iter__(self) -> Iterator[list[str]]:
+        if self._spool is not None:
+            yield from self._read_spool()
+        elif self._stat is not None:
+            self._check_unchanged()
+            with open(self.path, "rb") as stream:
+                for line in decode_lines(stream, errors=self.errors, name=self.name):
+                    yield line.split()
+            self._check_unchanged()
+        else:
+            yield from self._first_reading()
+
+    def _first_reading(self) -> Iterator[list[str]]:
+        spool = None
+        if self.path == "-" or self.tokenize:
+            spool = self._spool = tempfile.TemporaryFile(dir=self.spool_dir, buffering=1 << 20)
+        else:
+            self._stat = self._identity()
+        with contextlib.ExitStack() as stack:
+            stream = sys.stdin.buffer if self.path == "-" else stack.enter_context(open(self.path, "rb"))
+            lines = decode_lines(stream, errors=self.errors, name=self.name)
+            if self.tokenize:
+                lines = stack.enter_context(contextlib.closing(tokenize_lines(lines, self.options, jobs=self.jobs)))
+            for line in lines:
+                tokens = line.split()
+                if spool is not None:
+                    spool.write(" ".join(tokens).encode() + b"\n")
+                yield tokens
+
+    def _read_spool(self) -> Iterator[list[str]]:
+        self._spool.seek(0)
+        for raw in self._spool:
+            yield raw.decode().split()
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+
+    def __enter__(self) -> "TokenLines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator
 
@@ -74,28 +76,35 @@ def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
-def _worker_signals() -> None:
-    # Ctrl-C and a SIGTERM to the process group reach the workers too: the parent alone decides
-    # what they mean (it kills the workers and says "interrupted" once). Forked workers would
-    # otherwise inherit its handlers and print tracebacks, or die under a pool that then waits
-    # for them forever.
+def _worker_start() -> None:
+    # Ctrl-C reaches the whole process group. The parent alone reports it, and its shutdown lets
+    # each worker finish the chunk it holds; a worker that raised KeyboardInterrupt would print a
+    # traceback of its own. SIGTERM keeps its default action, which ends a worker silently (the
+    # parent's handler, inherited through fork, would raise there too).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def tokenize_lines(lines: Iterable[str], options: TokenizeOptions, jobs: int = 1) -> Iterator[str]:
-    """Tokenize lines in order; with jobs > 1, chunks go to worker processes and come back in order."""
+    """Tokenize lines in order; with jobs > 1, chunks go to worker processes and come back in order.
+
+    At most 2 * jobs chunks are in flight, so memory stays bounded when the reader of the
+    output is slower than the workers (Pool.imap queued every finished chunk). The workers run
+    under concurrent.futures, which notices a worker that died (say, of a SIGTERM sent to the
+    process group) where multiprocessing.Pool waits for it forever."""
     if jobs <= 1:
         for line in lines:
             yield tokenize_line(line, options)
         return
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    with ctx.Pool(jobs, initializer=_worker_signals) as pool:
-        work = ((chunk, options) for chunk in _chunks(lines, CHUNK_LINES))
-        try:
-            for chunk in pool.imap(_tokenize_chunk, work):
-                yield from chunk
-        except BaseException:
-            for worker in pool._pool:  # they ignore SIGTERM, Pool.terminate's signal
-                worker.kill()
-            raise
+    executor = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_start)
+    try:
+        pending: deque = deque()
+        for chunk in _chunks(lines, CHUNK_LINES):
+            pending.append(executor.submit(_tokenize_chunk, (chunk, options)))
+            if len(pending) >= 2 * jobs:
+                yield from pending.popleft().result()
+        while pending:
+            yield from pending.popleft().result()
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)

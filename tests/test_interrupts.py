@@ -1,0 +1,78 @@
+"""Ctrl-C, SIGTERM and closed pipes with worker processes (-j 2), as a shell delivers them: the
+signal goes to the whole process group, the reader of a pipe goes away (docs/stages.md, "Outputs")."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TEST_ENV
+from tests.test_outputs import leftovers, wait_for
+
+
+@pytest.fixture(scope="module")
+def big_text(data_dir, tmp_path_factory) -> Path:
+    """About 2.6M words of raw text: minutes of Moses tokenization, so a signal lands mid-work."""
+    path = tmp_path_factory.mktemp("interrupts") / "big.txt"
+    with open(path, "wb") as out:
+        for source in sorted((data_dir / "gutenberg").glob("*.txt")) + sorted((data_dir / "reuters").glob("*.txt")):
+            out.write(source.read_bytes())
+    return path
+
+
+def _default_signals() -> None:
+    # As in an interactive shell, whatever the shell that started pytest ignored (a background job ignores SIGINT).
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def _busy_children(pid: int) -> list[int]:
+    """The child processes of `pid` that have used at least half a second of CPU."""
+    busy = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and int(fields[11]) + int(fields[12]) >= os.sysconf("SC_CLK_TCK") // 2:
+            busy.append(int(entry.name))
+    return busy
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads worker processes from /proc")
+@pytest.mark.parametrize("stage", ["prepare", "tokenize"])
+@pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_to_the_process_group_ends_workers_quietly(big_text, tmp_path, stage, signum, code, word):
+    out = tmp_path / "out"
+    args = (["prepare", "--train", big_text, "--tokenize", "-o", out] if stage == "prepare"
+            else ["tokenize", big_text, "-o", out]) + ["-j", "2", "--errors", "replace"]
+    proc = subprocess.Popen([sys.executable, "-m", "groc_cli", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV}, start_new_session=True,
+                            preexec_fn=_default_signals)
+    wait_for(lambda: len(_busy_children(proc.pid)) >= 2, "two busy workers", proc)
+    workers = _busy_children(proc.pid)
+    os.killpg(proc.pid, signum)
+    _, err = proc.communicate(timeout=120)
+    lines = [line for line in err.decode().splitlines() if not line.startswith("reading ")]
+    assert (proc.returncode, lines) == (code, [f"groc: {word}"]), err.decode()
+    assert not any(_alive(pid) for pid in workers)
+    assert list(tmp_path.iterdir()) == [] and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_reader_that_stops_early_is_a_normal_end(big_text, jobs):
+    groc = f"{sys.executable} -m groc_cli tokenize {big_text} -j {jobs} --errors replace"
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", f"{groc} | head -n 5"], capture_output=True,
+                            env={**os.environ, **TEST_ENV}, timeout=120)
+    assert (result.returncode, result.stderr) == (0, b"")
+    assert len(result.stdout.decode().splitlines()) == 5
