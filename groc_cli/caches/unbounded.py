@@ -22,6 +22,10 @@ Training (IVF, PQ, OPQ, ...): ``train_vectors`` are the states the coarse quanti
 (k-means) and PQ codebooks are fitted on.  Use states from a training or held-out stream;
 the first states of the evaluated stream also work but let the quantizer see future states
 (never future targets).  ``save_trained``/``trained_index`` reuse a trained empty index.
+
+Not every index FAISS builds can serve the cache (``index_problem``): it must take states
+without ids, block after block, and return squared Euclidean distances between the states
+themselves, because the kernel mixes them with the exact distances inside a block.
 """
 
 from __future__ import annotations
@@ -50,6 +54,62 @@ def _faiss_message(err: Exception) -> str:
     """FAISS errors read 'Error in <C++ signature> at <file>:<line>: <message>'; keep the message."""
     msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return re.sub(r"^Error in .*? at \S+:\d+: (Error: )?", "", msg)
+
+
+def _parts(index: faiss.Index):
+    """The index, every index and vector transform inside it, outermost first.  The caller
+    keeps ``index`` alive: the parts are views into it."""
+    stack = [index]
+    while stack:
+        part = faiss.downcast_index(stack.pop())
+        yield part
+        if isinstance(part, faiss.IndexPreTransform):
+            for i in range(part.chain.size()):
+                yield faiss.downcast_VectorTransform(part.chain.at(i))
+            stack.append(part.index)
+        elif isinstance(part, faiss.IndexRefine):
+            stack += [part.refine_index, part.base_index]
+        elif isinstance(part, (faiss.IndexIDMap, faiss.IndexIDMap2)):
+            stack.append(part.index)
+
+
+USABLE = "e.g. 'Flat' (exact), 'IVF4096,PQ32', 'HNSW32' or 'IVF4096,PQ32,RFlat'"
+
+
+def index_problem(index: faiss.Index) -> str | None:
+    """Why the cache cannot use ``index`` and what would work, or None when it can.
+
+    FAISS builds all of these, and each one failed inside ``groc eval`` (a traceback after
+    the index was trained, a crash, or silently wrong kernel weights)."""
+    for part in _parts(index):
+        if isinstance(part, (faiss.IndexIDMap, faiss.IndexIDMap2)):
+            return ("IDMap stores states under ids given by the caller, but the cache adds them without ids "
+                    "(a state's position is its id); drop 'IDMap'")
+        if isinstance(part, faiss.IndexNSG):
+            return ("NSG builds its graph once and cannot add states later, but the cache adds them block by block; "
+                    "use HNSW32 (a graph that grows) or an IVF index such as 'IVF4096,PQ32'")
+        if isinstance(part, faiss.Index2Layer):
+            return "a two-level residual index (Residual...) cannot search; use an IVF index such as 'IVF4096,PQ32'"
+        if isinstance(part, (faiss.IndexLSH, faiss.IndexIVFSpectralHash, faiss.ITQTransform, faiss.ITQMatrix)):
+            return ("LSH, ITQ and spectral hashing compare binary codes by Hamming distance, not by the squared Euclidean "
+                    f"distance the kernel needs; use a quantizer that approximates it, {USABLE}")
+        if isinstance(part, faiss.NormalizationTransform):
+            return ("L2norm scales every state to length 1, so its distances are not those between the states, which "
+                    "the kernel mixes with exact distances inside a block; drop 'L2norm'")
+        if isinstance(part, faiss.VectorTransform):
+            if part.d_out > part.d_in and isinstance(part, faiss.PCAMatrix):
+                return (f"PCA cannot output {part.d_out} dimensions from {part.d_in}-dimensional vectors; "
+                        f"use PCA{part.d_in // 2} (or any size up to {part.d_in})")
+            continue
+        if part.metric_type != faiss.METRIC_L2:
+            return (f"it compares vectors by {'inner product' if part.metric_type == faiss.METRIC_INNER_PRODUCT else 'a metric'} "
+                    f"(FAISS metric {part.metric_type}), not by the squared Euclidean distance the kernel needs; "
+                    f"build it with METRIC_L2, {USABLE}")
+        if isinstance(part, faiss.IndexRefine) and not isinstance(faiss.downcast_index(part.refine_index),
+                                                                   faiss.IndexFlatCodes):
+            return ("its refinement stage must compare stored codes directly (Flat, SQ or PQ): "
+                    "use ',RFlat' or 'Refine(SQfp16)'")
+    return None
 
 
 def _as_list(x, name: str) -> list:
@@ -194,6 +254,9 @@ class UnboundedCache:
             raise ValueError(
                 f"FAISS rejected index {self.factory!r} for dim {self.dim}: {_faiss_message(err)}"
             ) from None
+        problem = index_problem(index)
+        if problem:
+            raise ValueError(f"index {self.factory!r} cannot serve the cache: {problem}")
         self._set_nprobe(index)
         # The factory turns on polysemous training for 8-bit PQ; it only reorders codebook
         # entries for Hamming pre-filtering, which we never use (search results are the
@@ -289,7 +352,9 @@ class UnboundedCache:
             index = faiss.read_index(str(path))
         except Exception as err:
             raise ValueError(f"cannot read FAISS index {str(path)!r}: {_faiss_message(err)}") from None
-        fresh = self._new_index()
+        # Compare with the class FAISS reads back, not the one the factory builds: "Flat"
+        # builds an IndexFlat and reads back as an IndexFlatL2.
+        fresh = faiss.deserialize_index(faiss.serialize_index(self._new_index()))
         if (
             index.d != self.dim
             or type(faiss.downcast_index(index)) is not type(faiss.downcast_index(fresh))
@@ -299,6 +364,9 @@ class UnboundedCache:
             raise ValueError(
                 f"{str(path)!r} is not a trained empty {self.factory!r} index for dim {self.dim}"
             )
+        problem = index_problem(index)
+        if problem:
+            raise ValueError(f"trained index {str(path)!r} cannot serve the cache: {problem}")
         self._set_nprobe(index)
         self._index = index
         self.train_seconds = 0.0

@@ -192,17 +192,22 @@ def validate(s: EvalSettings, kind: str) -> None:
 
 
 def check_index_string(factory: str, dim: int):
-    """Build the (empty) FAISS index once to reject a bad factory string early; returned
-    so later checks can inspect it (``is_trained``, IVF list count)."""
+    """Build the (empty) FAISS index once to reject a bad factory string, or one the cache
+    cannot use, early; returned so later checks can inspect it (``is_trained``, IVF list
+    count)."""
     import faiss
 
-    from ..caches.unbounded import _faiss_message
+    from ..caches.unbounded import _faiss_message, index_problem
 
     try:
-        return faiss.index_factory(dim, factory, faiss.METRIC_L2)
+        index = faiss.index_factory(dim, factory, faiss.METRIC_L2)
     except Exception as err:
         raise GrocError(f"--index {factory!r}: FAISS rejected it for {dim}-dimensional states ({_faiss_message(err)}); "
                         "give a factory string valid for that size, or 'Flat'") from None
+    problem = index_problem(index)
+    if problem:
+        raise GrocError(f"--index {factory!r}: FAISS builds it, but the unbounded cache cannot use it: {problem}")
+    return index
 
 
 def check_datastore(s: EvalSettings, total: int, index) -> None:
