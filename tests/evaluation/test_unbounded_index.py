@@ -1,5 +1,6 @@
 """`groc eval --cache unbounded`: indexes FAISS builds but the cache cannot use are refused in
-one line before any work. Tiny runs from conftest.py (16-dimensional states)."""
+one line before any work, and `--datastore disk` gives the in-memory results. Tiny runs from
+conftest.py (16-dimensional states)."""
 
 import json
 
@@ -82,3 +83,33 @@ def test_flat_index_saved_then_loaded(runs, states, tmp_path):
     saved = one(runs, states, cache="unbounded", index="Flat", knn=8, index_save=str(path))
     loaded = one(runs, states, cache="unbounded", index="Flat", knn=8, index_load=str(path))
     assert loaded["perplexity"] == saved["perplexity"]
+
+
+def test_datastore_disk_gives_the_in_memory_results(runs, states, tmp_path):
+    path = tmp_path / "ivf.faiss"
+    kw = dict(cache="unbounded", index="IVF4,PQ4,RFlat", nprobe=2, cache_weight=0.2)
+    r = run_groc("eval", runs / "tied", runs / "a", "--states", states, "--cache", "unbounded", "--index", kw["index"],
+                 "--nprobe", "2", "--cache-weight", "0.2", "--knn", "16", "--index-train", "600", "--index-save", path,
+                 "--datastore", "disk", check=True)
+    disk = json.loads(r.stdout)
+    assert disk["cache_config"]["datastore"] == "stored_states" and disk["settings"]["datastore"] == "disk"
+    memory = one(runs, states, knn=16, index_load=str(path), **kw)
+    assert memory["cache_config"]["datastore"] == "memory"
+    assert disk["perplexity"] == memory["perplexity"] < memory["model_perplexity"]
+    grid = dict(grid="knn=4,16;kernel=gaussian,epanechnikov", index_load=str(path), **kw)
+    assert one(runs, states, datastore="disk", **grid)["grid"] == one(runs, states, **grid)["grid"]
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(datastore="disk", index="IVF4,PQ4"), "--index 'IVF4,PQ4' has no exact refinement stage"),
+    (dict(datastore="disk", index="IVF4,PQ4,RFlat", states=False), "add --states DIR"),
+    (dict(datastore="disk", cache="local"), "--cache unbounded only"),
+    (dict(datastore="ssd"), "--datastore 'ssd': expected one of memory, disk"),
+    (dict(nprobe=0), "--nprobe 0"),
+])
+def test_bad_datastore_settings_fail_in_one_line_before_any_work(runs, states, no_work, kw, message):
+    kw = {"cache": "unbounded", "knn": 8, **kw}
+    states = states if kw.pop("states", True) else None
+    with pytest.raises(GrocError, match=message) as info:
+        evaluate(runs / "tied", runs / "a", EvalSettings(device="cpu", split="valid", **kw), states_dir=states)
+    assert "\n" not in str(info.value)
