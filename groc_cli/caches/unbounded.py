@@ -232,8 +232,9 @@ class UnboundedCache:
         self._gpu_res = None
         self._stored_states = stored_states
 
-        # _index: the whole index, on the CPU (trained, saved, loaded); _store: the part that
-        # states are added to and searched in, where they are searched (see _attach).
+        # _index: the whole index, on the CPU (trained, saved, loaded). _store: what states are
+        # added to and searched in: _index, or with stored_states its stage before the exact
+        # one; a GPU copy when a GPU is used (_attach).
         self._index = self._new_index()
         self._store = self._index
         if stored_states is not None:
@@ -254,7 +255,7 @@ class UnboundedCache:
                     "or a trained_index saved by save_trained"
                 )
             self._train(train_vectors)
-        if trained_index is None:
+        if trained_index is None:  # load_trained attaches what it loads
             self._attach()
 
         self.settings = [
@@ -520,15 +521,28 @@ class UnboundedCache:
         # bit for bit those of the in-memory stage.
         dist = np.empty(pos.shape, dtype=np.float32)
         rows = max(1, RERANK_ELEMENTS // (k_base * self.dim))
+        gathered, converted = self._rerank_buffers(rows * k_base)
         for a in range(0, len(h), rows):
             p = pos[a : a + rows]
-            x = torch.from_numpy(np.take(self._stored_states, np.maximum(p, 0).ravel(), axis=0))
-            x = np.ascontiguousarray(x.float().numpy())
+            x16 = np.take(self._stored_states, np.maximum(p, 0).ravel(), axis=0, out=gathered[: p.size], mode="clip")
+            x = converted[: p.size]
+            torch.from_numpy(x).copy_(torch.from_numpy(x16))
             local = np.where(p >= 0, np.arange(p.size).reshape(p.shape), -1)  # -1: no candidate (inf)
             q, out = np.ascontiguousarray(h[a : a + rows]), dist[a : a + rows]
             faiss.fvec_L2sqr_by_idx(faiss.swig_ptr(out), faiss.swig_ptr(q), faiss.swig_ptr(x), faiss.swig_ptr(local),
                                     self.dim, len(p), k_base)
         return dist, pos
+
+    def _rerank_buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """[rows, dim] buffers for the gathered states and their float32 copies, kept from
+        block to block: fresh ones each time grew the heap by gigabytes (glibc serves
+        allocations under its adaptive mmap threshold, up to 32 MiB, from the heap, and the
+        index's growing lists kept what was freed from being returned)."""
+        have = getattr(self, "_buffers", None)
+        if have is None or len(have[0]) < rows:
+            self._buffers = (np.empty((rows, self.dim), dtype=self._stored_states.dtype),
+                             np.empty((rows, self.dim), dtype=np.float32))
+        return self._buffers
 
     def _add(self, h: np.ndarray, y: np.ndarray) -> None:
         start, end = len(self), len(self) + len(y)
