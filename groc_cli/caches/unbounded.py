@@ -22,6 +22,17 @@ Training (IVF, PQ, OPQ, ...): ``train_vectors`` are the states the coarse quanti
 (k-means) and PQ codebooks are fitted on.  Use states from a training or held-out stream;
 the first states of the evaluated stream also work but let the quantizer see future states
 (never future targets).  ``save_trained``/``trained_index`` reuse a trained empty index.
+
+Large datastores (``stored_states``): an index ending in an exact refinement stage
+(",RFlat", e.g. "IVF4096,PQ32,RFlat") finds candidates with its compressed codes and
+re-ranks them by exact distance.  In memory that stage keeps a float32 copy of every state
+(4·d bytes each); given the stream's states on disk (a memory-mapped ``groc dump``), the
+cache reads each candidate's state from there instead, so only the codes stay in memory.
+Same candidates, same exact distances, same results.
+
+Not every index FAISS builds can serve the cache (``index_problem``): it must take states
+without ids, block after block, and return squared Euclidean distances between the states
+themselves, because the kernel mixes them with the exact distances inside a block.
 """
 
 from __future__ import annotations
@@ -44,12 +55,80 @@ from .base import check_chunk
 KERNELS = ("gaussian", "epanechnikov")
 # FAISS GPU indexes return at most this many neighbours (faiss/gpu/utils/DeviceDefs.cuh).
 GPU_MAX_KNN = 2048
+# float32 elements of one [queries, candidates, d] slab when re-ranking from stored states:
+# 32 MB, whatever k and d are.
+RERANK_ELEMENTS = 2**23
 
 
 def _faiss_message(err: Exception) -> str:
     """FAISS errors read 'Error in <C++ signature> at <file>:<line>: <message>'; keep the message."""
     msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return re.sub(r"^Error in .*? at \S+:\d+: (Error: )?", "", msg)
+
+
+def _parts(index: faiss.Index):
+    """The index, every index and vector transform inside it, outermost first.  The caller
+    keeps ``index`` alive: the parts are views into it."""
+    stack = [index]
+    while stack:
+        part = faiss.downcast_index(stack.pop())
+        yield part
+        if isinstance(part, faiss.IndexPreTransform):
+            for i in range(part.chain.size()):
+                yield faiss.downcast_VectorTransform(part.chain.at(i))
+            stack.append(part.index)
+        elif isinstance(part, faiss.IndexRefine):
+            stack += [part.refine_index, part.base_index]
+        elif isinstance(part, (faiss.IndexIDMap, faiss.IndexIDMap2)):
+            stack.append(part.index)
+
+
+USABLE = "e.g. 'Flat' (exact), 'IVF4096,PQ32', 'HNSW32' or 'IVF4096,PQ32,RFlat'"
+
+
+def index_problem(index: faiss.Index) -> str | None:
+    """Why the cache cannot use ``index`` and what would work, or None when it can.
+
+    FAISS builds all of these, and each one failed inside ``groc eval`` (a traceback after
+    the index was trained, a crash, or silently wrong kernel weights)."""
+    for part in _parts(index):
+        if isinstance(part, (faiss.IndexIDMap, faiss.IndexIDMap2)):
+            return ("IDMap stores states under ids given by the caller, but the cache adds them without ids "
+                    "(a state's position is its id); drop 'IDMap'")
+        if isinstance(part, faiss.IndexNSG):
+            return ("NSG builds its graph once and cannot add states later, but the cache adds them block by block; "
+                    "use HNSW32 (a graph that grows) or an IVF index such as 'IVF4096,PQ32'")
+        if isinstance(part, faiss.Index2Layer):
+            return "a two-level residual index (Residual...) cannot search; use an IVF index such as 'IVF4096,PQ32'"
+        if isinstance(part, (faiss.IndexLSH, faiss.IndexIVFSpectralHash, faiss.ITQTransform, faiss.ITQMatrix)):
+            return ("LSH, ITQ and spectral hashing compare binary codes by Hamming distance, not by the squared Euclidean "
+                    f"distance the kernel needs; use a quantizer that approximates it, {USABLE}")
+        if isinstance(part, faiss.NormalizationTransform):
+            return ("L2norm scales every state to length 1, so its distances are not those between the states, which "
+                    "the kernel mixes with exact distances inside a block; drop 'L2norm'")
+        if isinstance(part, faiss.VectorTransform):
+            if part.d_out > part.d_in and isinstance(part, faiss.PCAMatrix):
+                return (f"PCA cannot output {part.d_out} dimensions from {part.d_in}-dimensional vectors; "
+                        f"use PCA{part.d_in // 2} (or any size up to {part.d_in})")
+            continue
+        if part.metric_type != faiss.METRIC_L2:
+            return (f"it compares vectors by {'inner product' if part.metric_type == faiss.METRIC_INNER_PRODUCT else 'a metric'} "
+                    f"(FAISS metric {part.metric_type}), not by the squared Euclidean distance the kernel needs; "
+                    f"build it with METRIC_L2, {USABLE}")
+        if isinstance(part, faiss.IndexRefine) and not isinstance(faiss.downcast_index(part.refine_index),
+                                                                   faiss.IndexFlatCodes):
+            return ("its refinement stage must compare stored codes directly (Flat, SQ or PQ): "
+                    "use ',RFlat' or 'Refine(SQfp16)'")
+    return None
+
+
+def exact_refinement(index: faiss.Index):
+    """The index's exact refinement stage (",RFlat" or "Refine(Flat)"), or None."""
+    part = faiss.downcast_index(index)
+    if isinstance(part, faiss.IndexRefine) and type(faiss.downcast_index(part.refine_index)) in (
+            faiss.IndexFlat, faiss.IndexFlatL2):
+        return part
+    return None
 
 
 def _as_list(x, name: str) -> list:
@@ -80,6 +159,10 @@ class UnboundedCache:
     block_size: positions searched per batch.  No effect on results with an exact index
         ("Flat"); with IVF/PQ, neighbours inside the block are compared exactly and older
         ones through the index, so results shift slightly with the block size.
+    stored_states: [N, dim] array-like, row i the i-th state ``score`` will add (e.g. a
+        dump's hidden.npy opened with ``np.load(..., mmap_mode="r")``).  Needs an index with
+        an exact refinement stage (",RFlat"), which then reads candidates' states from here
+        instead of keeping a float32 copy of each; see the module docstring.
 
     Columns of ``score`` (see ``settings``): for each k, for each kernel, for each s.
     """
@@ -96,6 +179,7 @@ class UnboundedCache:
         trained_index: str | os.PathLike | None = None,
         use_gpu: bool | str = "auto",
         block_size: int = 1024,
+        stored_states: np.ndarray | None = None,
     ):
         knns = _as_list(knn, "knn")
         if any(isinstance(k, (bool, str)) or int(k) != k or k < 1 for k in knns):
@@ -146,8 +230,22 @@ class UnboundedCache:
         self.train_info: dict = {}
         self._ids = np.zeros(1024, dtype=np.int32)  # target id of each stored position
         self._gpu_res = None
+        self._stored_states = stored_states
 
+        # _index: the whole index, on the CPU (trained, saved, loaded). _store: what states are
+        # added to and searched in: _index, or with stored_states its stage before the exact
+        # one; a GPU copy when a GPU is used (_attach).
         self._index = self._new_index()
+        self._store = self._index
+        if stored_states is not None:
+            if exact_refinement(self._index) is None:
+                raise ValueError(
+                    f"index {self.factory!r} has no exact refinement stage to read stored_states from; "
+                    f"end it with ',RFlat' (e.g. 'IVF4096,PQ32,RFlat')"
+                )
+            shape = getattr(stored_states, "shape", ())
+            if len(shape) != 2 or shape[1] != self.dim:
+                raise ValueError(f"stored_states must be [N, {self.dim}], got shape {tuple(shape)}")
         if trained_index is not None:
             self.load_trained(trained_index)
         elif not self._index.is_trained:
@@ -157,7 +255,8 @@ class UnboundedCache:
                     "or a trained_index saved by save_trained"
                 )
             self._train(train_vectors)
-        self._to_device()
+        if trained_index is None:  # load_trained attaches what it loads
+            self._attach()
 
         self.settings = [
             {
@@ -182,6 +281,7 @@ class UnboundedCache:
             "bandwidth_scales": scales,
             "use_gpu": self.use_gpu,
             "block_size": self.block_size,
+            "datastore": "memory" if stored_states is None else "stored_states",
             "training": self.train_info,
         }
 
@@ -194,6 +294,9 @@ class UnboundedCache:
             raise ValueError(
                 f"FAISS rejected index {self.factory!r} for dim {self.dim}: {_faiss_message(err)}"
             ) from None
+        problem = index_problem(index)
+        if problem:
+            raise ValueError(f"index {self.factory!r} cannot serve the cache: {problem}")
         self._set_nprobe(index)
         # The factory turns on polysemous training for 8-bit PQ; it only reorders codebook
         # entries for Hamming pre-filtering, which we never use (search results are the
@@ -233,30 +336,35 @@ class UnboundedCache:
             seconds=round(self.train_seconds, 3),
         )
 
-    def _to_device(self) -> None:
-        if not self.use_gpu:
-            return
-        self._gpu_res = faiss.StandardGpuResources()
-        try:
-            self._index = faiss.index_cpu_to_gpu(self._gpu_res, 0, self._index)
-        except Exception as err:
-            raise ValueError(
-                f"index {self.factory!r} cannot run on the GPU ({_faiss_message(err)}); "
-                "use use_gpu=False"
-            ) from None
-        try:
-            faiss.GpuParameterSpace().set_index_parameter(self._index, "nprobe", self.nprobe)
-        except Exception:  # no nprobe on this index type
-            pass
+    def _coded(self) -> faiss.Index:
+        """The CPU index whose codes the cache keeps: without its refinement stage when
+        that stage reads stored_states."""
+        if self._stored_states is None:
+            return self._index
+        return faiss.downcast_index(exact_refinement(self._index).base_index)
 
-    def _cpu_index(self) -> faiss.Index:
-        return faiss.index_gpu_to_cpu(self._index) if self.use_gpu else self._index
+    def _attach(self) -> None:
+        store = self._coded()
+        if self.use_gpu:
+            self._gpu_res = self._gpu_res or faiss.StandardGpuResources()
+            try:
+                store = faiss.index_cpu_to_gpu(self._gpu_res, 0, store)
+            except Exception as err:
+                raise ValueError(
+                    f"index {self.factory!r} cannot run on the GPU ({_faiss_message(err)}); "
+                    "use use_gpu=False"
+                ) from None
+            try:
+                faiss.GpuParameterSpace().set_index_parameter(store, "nprobe", self.nprobe)
+            except Exception:  # no nprobe on this index type
+                pass
+        self._store = store
 
     def save_trained(self, path: str | os.PathLike) -> None:
         """Write the trained, empty index to ``path`` (atomic) and provenance to ``path``.json."""
         path = Path(path)
-        index = faiss.clone_index(self._cpu_index())
-        index.reset()  # keep the quantizers, drop the stored codes
+        index = faiss.clone_index(self._index)
+        index.reset()  # keep the quantizers, drop the stored codes (if any are on the CPU)
         meta = {
             "format": "groc-faiss-trained-index/1",
             "factory": self.factory,
@@ -289,7 +397,9 @@ class UnboundedCache:
             index = faiss.read_index(str(path))
         except Exception as err:
             raise ValueError(f"cannot read FAISS index {str(path)!r}: {_faiss_message(err)}") from None
-        fresh = self._new_index()
+        # Compare with the class FAISS reads back, not the one the factory builds: "Flat"
+        # builds an IndexFlat and reads back as an IndexFlatL2.
+        fresh = faiss.deserialize_index(faiss.serialize_index(self._new_index()))
         if (
             index.d != self.dim
             or type(faiss.downcast_index(index)) is not type(faiss.downcast_index(fresh))
@@ -299,32 +409,41 @@ class UnboundedCache:
             raise ValueError(
                 f"{str(path)!r} is not a trained empty {self.factory!r} index for dim {self.dim}"
             )
+        problem = index_problem(index)
+        if problem:
+            raise ValueError(f"trained index {str(path)!r} cannot serve the cache: {problem}")
         self._set_nprobe(index)
         self._index = index
         self.train_seconds = 0.0
         self.train_info = dict(meta.get("training", {}), source=str(path))
         if getattr(self, "config", None):
             self.config["training"] = self.train_info
-        if self.use_gpu and self._gpu_res is not None:
-            self._to_device()
+        self._attach()
 
     # ---- scoring --------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return int(self._index.ntotal)
+        return int(self._store.ntotal)
 
     @property
     def nbytes(self) -> int:
-        """Stored codes + FAISS ids (8 bytes each) + our target ids; excludes quantizers."""
-        n = len(self)
-        if n == 0:
-            return 0
+        """Stored codes + FAISS ids (8 bytes each) + our target ids; excludes quantizers and
+        stored_states (on disk)."""
         try:
-            code = self._cpu_index().sa_code_size()
+            per_state = self._bytes_per_state(self._coded())
         except Exception:
-            code = 4 * self.dim
-        ivf_ids = 8 if "IVF" in self.factory else 0
-        return int(n * (code + ivf_ids) + n * self._ids.itemsize)
+            per_state = 4 * self.dim
+        return len(self) * (per_state + self._ids.itemsize)
+
+    @classmethod
+    def _bytes_per_state(cls, index: faiss.Index) -> int:
+        part = faiss.downcast_index(index)
+        if isinstance(part, faiss.IndexRefine):
+            return cls._bytes_per_state(part.base_index) + cls._bytes_per_state(part.refine_index)
+        ivf = cls._ivf(part)
+        if ivf is not None:  # a list holds each code with an 8-byte id, without the list number
+            return faiss.downcast_index(ivf).code_size + 8
+        return part.sa_code_size()
 
     def score(self, hidden: np.ndarray, targets: np.ndarray) -> np.ndarray:
         h, y = check_chunk(hidden, targets, self.dim, need_hidden=True)
@@ -338,7 +457,7 @@ class UnboundedCache:
         n, stored, kmax = len(y), len(self), max(self.knns)
         # Neighbours among the positions before the block (squared L2, sorted ascending).
         if stored:
-            dist_idx, pos = self._index.search(h, min(kmax, stored))
+            dist_idx, pos = self._search(h, min(kmax, stored))
             lab_idx = self._ids[np.maximum(pos, 0)].astype(np.int64)
             dist_idx = np.where(pos >= 0, np.maximum(dist_idx, 0), np.inf)
         else:
@@ -387,11 +506,57 @@ class UnboundedCache:
         self._add(h, y)
         return out
 
+    def _search(self, h: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._stored_states is None:
+            return self._store.search(h, k)
+        # faiss::IndexRefine::search with the refinement stage's vectors read from
+        # stored_states: k * k_factor candidates from the codes, each at its exact distance.
+        # They are not cut to the k nearest here: _score_block keeps the k nearest of them and
+        # the block's own positions, which are the same k.
+        k_base = int(k * exact_refinement(self._index).k_factor)
+        _, pos = self._store.search(h, k_base)
+        # The candidates' rows are gathered (np.take: several times faster than memmap
+        # indexing), converted to float32 (torch: faster than numpy for float16), and compared
+        # by the routine faiss::IndexFlat::compute_distance_subset uses, so the distances are
+        # bit for bit those of the in-memory stage.
+        dist = np.empty(pos.shape, dtype=np.float32)
+        rows = max(1, RERANK_ELEMENTS // (k_base * self.dim))
+        gathered, converted = self._rerank_buffers(rows * k_base)
+        for a in range(0, len(h), rows):
+            p = pos[a : a + rows]
+            x16 = np.take(self._stored_states, np.maximum(p, 0).ravel(), axis=0, out=gathered[: p.size], mode="clip")
+            x = converted[: p.size]
+            torch.from_numpy(x).copy_(torch.from_numpy(x16))
+            local = np.where(p >= 0, np.arange(p.size).reshape(p.shape), -1)  # -1: no candidate (inf)
+            q, out = np.ascontiguousarray(h[a : a + rows]), dist[a : a + rows]
+            faiss.fvec_L2sqr_by_idx(faiss.swig_ptr(out), faiss.swig_ptr(q), faiss.swig_ptr(x), faiss.swig_ptr(local),
+                                    self.dim, len(p), k_base)
+        return dist, pos
+
+    def _rerank_buffers(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """[rows, dim] buffers for the gathered states and their float32 copies, kept from
+        block to block: fresh ones each time grew the heap by gigabytes (glibc serves
+        allocations under its adaptive mmap threshold, up to 32 MiB, from the heap, and the
+        index's growing lists kept what was freed from being returned)."""
+        have = getattr(self, "_buffers", None)
+        if have is None or len(have[0]) < rows:
+            self._buffers = (np.empty((rows, self.dim), dtype=self._stored_states.dtype),
+                             np.empty((rows, self.dim), dtype=np.float32))
+        return self._buffers
+
     def _add(self, h: np.ndarray, y: np.ndarray) -> None:
         start, end = len(self), len(self) + len(y)
+        if self._stored_states is not None:
+            # Distances are read from stored_states by position: the states added must be its rows.
+            rows = np.asarray(self._stored_states[start:end], dtype=np.float32)
+            if rows.shape != h.shape or not np.array_equal(rows, h):
+                raise ValueError(
+                    f"the states added at positions {start}..{end - 1} are not rows {start}..{end - 1} "
+                    "of stored_states; pass the stream's own states, in order"
+                )
         if end > len(self._ids):
             grown = np.zeros(max(end, 2 * len(self._ids)), dtype=np.int32)
             grown[:start] = self._ids[:start]
             self._ids = grown
         self._ids[start:end] = y
-        self._index.add(h)
+        self._store.add(h)

@@ -27,6 +27,8 @@ EPILOG = """[bold]Examples[/bold]
 
   groc eval runs/ptb-tied data/ptb --split valid --cache unbounded --index IVF256,PQ32 --index-save ptb.ivf && groc eval runs/ptb-tied data/ptb --cache unbounded --index IVF256,PQ32 --index-load ptb.ivf
 
+  groc eval runs/ptb-tied data/ptb --states states/ptb-test --cache unbounded --index IVF4096,PQ32,RFlat --datastore disk
+
   groc eval runs/ptb-groc data/news14 --vocab union --lexicon data/news.lexicon.parquet --downweight-new 0.1
 
 Prints one JSON object on stdout (perplexity, tokens, oov_rate, vocab_size, settings, seconds, tokens_per_s;
@@ -63,6 +65,10 @@ def eval_command(
                                               "(quantizer and codebooks, no stored states) to this file for --index-load."),
     index_load: Optional[Path] = typer.Option(None, "--index-load", help="unbounded: use a trained index from --index-save "
                                               "instead of training one (e.g. trained on valid states, used on test)."),
+    datastore: str = typer.Option("memory", "--datastore", help="unbounded, large datastores: where an index ending in "
+                                  "',RFlat' (exact re-ranking of its candidates) reads each state. memory: a float32 copy "
+                                  "inside the index, 4 x d bytes a state. disk: the memory-mapped --states dump, so only the "
+                                  "index's codes stay in memory (44 bytes a state for IVF...,PQ32); same results."),
     grid: Optional[str] = typer.Option(None, "--grid", help="Score every combination in one pass, e.g. "
                                        "'cache-weight=0.05,0.1;theta=0.1,0.5'. Names: cache-weight (any cache), theta "
                                        "(local), knn, kernel, bandwidth-scale (unbounded); the others keep their flag's value."),
@@ -85,7 +91,7 @@ def eval_command(
         split=split or "test", vocab=vocab or "model", uniform_weight=uniform_weight, downweight_new=downweight_new, cache=cache,
         cache_weight=cache_weight, theta=theta, cache_size=cache_size, knn=knn, index=index, nprobe=nprobe, kernel=kernel,
         bandwidth_scale=bandwidth_scale, index_train=index_train, index_save=_str(index_save), index_load=_str(index_load),
-        grid=grid, lexicon=_str(lexicon), checkpoint=checkpoint, chunk=chunk, device=device,
+        datastore=datastore, grid=grid, lexicon=_str(lexicon), checkpoint=checkpoint, chunk=chunk, device=device,
     )
     emit_json(evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
                        vocab_given=vocab is not None, split_given=split is not None, grid_out=grid_out, verify=verify))

@@ -40,6 +40,8 @@ from .vocab import VOCAB_MODES, run_eval_vocab
 
 CACHES = ("none", *CACHE_KINDS)
 KERNELS = ("gaussian", "epanechnikov")
+#: Where the unbounded cache's exact refinement stage finds each state (--datastore).
+DATASTORES = ("memory", "disk")
 TABLE_UNION_UNIFORM = 0.01
 #: States the default index is trained on when --index-train is not given (IVF4096 wants
 #: about 39 points per centroid; FAISS warns below that).
@@ -64,6 +66,7 @@ class EvalSettings:
     index_train: int | None = None
     index_save: str | None = None
     index_load: str | None = None
+    datastore: str = "memory"
     grid: str | None = None
     lexicon: str | None = None
     checkpoint: str = "best"
@@ -191,20 +194,32 @@ def validate(s: EvalSettings, kind: str) -> None:
         raise GrocError("give --index-save or --index-load, not both (a loaded index is already saved)")
     if s.index_load and not Path(s.index_load).is_file():
         raise GrocError(f"--index-load {s.index_load}: no such file; write one with --index-save")
+    if s.datastore not in DATASTORES:
+        raise GrocError(f"--datastore {s.datastore!r}: expected one of {', '.join(DATASTORES)}")
+    if s.datastore == "disk" and s.cache != "unbounded":
+        raise GrocError("--datastore disk applies to --cache unbounded only")
 
 
-def check_index_string(factory: str, dim: int):
-    """Build the (empty) FAISS index once to reject a bad factory string early; returned
-    so later checks can inspect it (``is_trained``, IVF list count)."""
+def check_index_string(factory: str, dim: int, datastore: str = "memory"):
+    """Build the (empty) FAISS index once to reject a bad factory string, or one the cache
+    cannot use, early; returned so later checks can inspect it (``is_trained``, IVF list
+    count)."""
     import faiss
 
-    from ..caches.unbounded import _faiss_message
+    from ..caches.unbounded import _faiss_message, exact_refinement, index_problem
 
     try:
-        return faiss.index_factory(dim, factory, faiss.METRIC_L2)
+        index = faiss.index_factory(dim, factory, faiss.METRIC_L2)
     except Exception as err:
         raise GrocError(f"--index {factory!r}: FAISS rejected it for {dim}-dimensional states ({_faiss_message(err)}); "
                         "give a factory string valid for that size, or 'Flat'") from None
+    problem = index_problem(index)
+    if problem:
+        raise GrocError(f"--index {factory!r}: FAISS builds it, but the unbounded cache cannot use it: {problem}")
+    if datastore == "disk" and exact_refinement(index) is None:
+        raise GrocError(f"--index {factory!r} has no exact refinement stage for --datastore disk to read states for; "
+                        "end it with ',RFlat' (e.g. 'IVF4096,PQ32,RFlat')")
+    return index
 
 
 def check_datastore(s: EvalSettings, total: int, index) -> None:
@@ -228,7 +243,8 @@ def check_datastore(s: EvalSettings, total: int, index) -> None:
                             f"(about 1 list per 40 states), or 'Flat'")
 
 
-def _make_cache(s: EvalSettings, dim: int, device: torch.device, train_vectors: np.ndarray | None = None):
+def _make_cache(s: EvalSettings, dim: int, device: torch.device, train_vectors: np.ndarray | None = None,
+                stored_states: np.ndarray | None = None):
     values = grid_settings(s)
     try:
         if s.cache == "unigram":
@@ -237,7 +253,8 @@ def _make_cache(s: EvalSettings, dim: int, device: torch.device, train_vectors: 
             return make_cache("local", thetas=values["theta"], cache_size=s.cache_size or 10_000, dim=dim)
         cache = make_cache("unbounded", dim=dim, index=s.index, nprobe=s.nprobe, knn=values["knn"], kernels=values["kernel"],
                            bandwidth_scales=values["bandwidth_scale"], train_vectors=train_vectors,
-                           trained_index=s.index_load, use_gpu="auto" if device.type == "cuda" else False)
+                           trained_index=s.index_load, use_gpu="auto" if device.type == "cuda" else False,
+                           stored_states=stored_states)
     except ValueError as exc:
         raise GrocError(f"--cache {s.cache}: {exc}") from None
     if s.index_save:
@@ -260,10 +277,12 @@ def adjust(chunk: Chunk, model_size: int, vocab_size: int, downweight: float, un
 
 class CachedStream:
     """Feeds chunks to a cache; an index that needs training is trained on the first
-    ``index_train`` states of the stream, which are buffered (not recomputed) meanwhile."""
+    ``index_train`` states of the stream, which are buffered (not recomputed) meanwhile.
+    ``stored_states``: the stream's states on disk, for --datastore disk."""
 
-    def __init__(self, s: EvalSettings, dim: int, device: torch.device, total: int, needs_training: bool):
-        self.s, self.dim, self.device = s, dim, device
+    def __init__(self, s: EvalSettings, dim: int, device: torch.device, total: int, needs_training: bool,
+                 stored_states: np.ndarray | None = None):
+        self.s, self.dim, self.device, self.stored_states = s, dim, device, stored_states
         self.cache = None
         self.train_states = 0
         if s.cache == "none":
@@ -271,7 +290,7 @@ class CachedStream:
         if needs_training and not s.index_load:
             self.train_states = min(s.index_train or DEFAULT_INDEX_TRAIN, total)
         else:
-            self.cache = _make_cache(s, dim, device)
+            self.cache = _make_cache(s, dim, device, stored_states=stored_states)
 
     def run(self, chunks: Iterable[tuple[Chunk, np.ndarray]]) -> Iterator[tuple[Chunk, np.ndarray, np.ndarray]]:
         """(chunk, base logp) -> (chunk, base logp, final logp)."""
@@ -298,7 +317,7 @@ class CachedStream:
     def _train_and_flush(self, buffered):
         vectors = np.concatenate([c.hidden for c, _ in buffered])[: self.train_states]
         log(f"training FAISS index {self.s.index} on the first {len(vectors):,} states of the stream")
-        self.cache = _make_cache(self.s, self.dim, self.device, train_vectors=vectors)
+        self.cache = _make_cache(self.s, self.dim, self.device, train_vectors=vectors, stored_states=self.stored_states)
         for chunk, base in buffered:
             yield chunk, base, self._mix(chunk, base)
 
@@ -363,7 +382,10 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
             outputs.enter_context(claim_output(Path(path), force, flag, what, inputs))
     lexicon = load_lexicon(s.lexicon, kind)
     dim = run.model_config.emb
-    index = check_index_string(s.index, dim) if s.cache == "unbounded" else None
+    if s.datastore == "disk" and states is None:
+        raise GrocError("--datastore disk reads the states from a dump: add --states DIR "
+                        "(written by 'groc dump RUN DATASET --split S -o DIR')")
+    index = check_index_string(s.index, dim, s.datastore) if s.cache == "unbounded" else None
     needs_training = index is not None and not index.is_trained
     device = resolve_device(s.device)
     if states is not None:
@@ -371,7 +393,8 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
     model_words, model_counts, vocab = run_eval_vocab(run, dataset, s.split, s.vocab)
     total = len(vocab.targets) - 1
     check_datastore(s, total, index)
-    cached = CachedStream(s, dim, device, total, needs_training)
+    cached = CachedStream(s, dim, device, total, needs_training,
+                          stored_states=states.hidden() if s.datastore == "disk" else None)
 
     if states is None:
         model = load_model(run, s.checkpoint, device, vocab, lexicon)

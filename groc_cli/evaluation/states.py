@@ -151,6 +151,10 @@ class States:
         if m["split"] != split:
             raise GrocError(f"states {self.path} hold the {m['split']} split, not {split}; use --split {m['split']}")
 
+    def hidden(self) -> np.ndarray:
+        """hidden.npy memory-mapped read-only: rows are read from disk when used."""
+        return np.load(self.path / "hidden.npy", mmap_mode="r")
+
     def chunks(self, vocab: EvalVocab, chunk: int) -> Iterator[Chunk]:
         if self.words != vocab.words:
             raise GrocError(f"states {self.path}: vocab.parquet differs from the evaluation vocabulary; dump again")

@@ -80,3 +80,11 @@ def score_in_chunks(cache, hidden, targets, chunk: int) -> np.ndarray:
         for a in range(0, len(targets), chunk)
     ]
     return np.concatenate(parts, axis=0)
+
+
+def with_future_changed(hidden, targets, cut: int) -> tuple[np.ndarray, np.ndarray]:
+    """The same stream before ``cut``; other words and states from ``cut`` on."""
+    h2, y2 = hidden.copy(), targets.copy()
+    y2[cut:] = np.roll(y2[cut:], 17)
+    h2[cut:] = -h2[cut:][::-1]
+    return h2, y2
