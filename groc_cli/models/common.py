@@ -80,15 +80,27 @@ def uniform_(t: torch.Tensor, init_range: float, generator: torch.Generator | No
         return t.copy_((fresh * 2 - 1) * init_range)
 
 
-def init_char_embedding(embedding: nn.Embedding, config, generator: torch.Generator | None = None) -> None:
-    """A char-CNN's byte embedding as config.char_embedding_init says, its padding row at zero."""
-    if config.char_embedding_init == "normal":
-        with torch.no_grad():
-            embedding.weight.normal_(generator=generator)
-    else:
-        uniform_(embedding.weight, config.init_range, generator)
+#: The authors' code initialises its char-CNN, highway and projection weights in ±0.1 (its --init).
+AUTHORS_CHAR_RANGE = 0.1
+
+
+def init_char_encoder(chars: nn.Module, projection: nn.Linear, config, generator: torch.Generator | None = None) -> None:
+    """A char-CNN (and the projection of its encodings) as config.char_init says; the byte
+    embedding's padding row stays at zero. 'uniform' leaves the convolution, highway and
+    projection as their constructors made them."""
     with torch.no_grad():
-        embedding.weight[0].zero_()  # PAD
+        if config.char_init == "uniform":
+            uniform_(chars.embedding.weight, config.init_range, generator)
+        else:
+            chars.embedding.weight.normal_(generator=generator)
+        if config.char_init == "authors":
+            uniform_(chars.conv_weight, AUTHORS_CHAR_RANGE, generator).mul_(chars.conv_mask)
+            for highway in chars.highways:
+                uniform_(highway.weight, AUTHORS_CHAR_RANGE, generator)
+            uniform_(projection.weight, AUTHORS_CHAR_RANGE, generator)
+            if projection.bias is not None:
+                projection.bias.zero_()
+        chars.embedding.weight[0].zero_()  # PAD
 
 
 def remap_rows(

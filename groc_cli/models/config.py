@@ -61,9 +61,11 @@ class ModelConfig:
     char_emb: int = setting(16, "Character embedding size of the char-CNN.", low=1, cli=False)
     char_filters: list[tuple[int, int]] = setting(help="Char-CNN (width, filters) pairs.", cli=False,
                                                   default_factory=_default_char_filters)
-    char_embedding_init: str = setting("uniform", "Character embeddings of the char-CNN (groc, convolutional): "
-                                       "uniform in ±--init-range (paper B.1) or normal N(0, 1), which the authors' "
-                                       "code keeps (docs/reproduction.md, fidelity).", choices=("uniform", "normal"))
+    char_init: str = setting("uniform", "Initialisation of the char-CNN (groc, convolutional): 'uniform' (byte "
+                             "embeddings in ±--init-range, paper B.1; PyTorch's bounds for the convolution and "
+                             "highway), 'normal' (byte embeddings N(0, 1)), or 'authors' (the authors' code: byte "
+                             "embeddings N(0, 1), convolution, highway and projection weights in ±0.1, no "
+                             "projection bias; docs/reproduction.md, fidelity).", choices=("uniform", "normal", "authors"))
     bias_activation: str | None = setting(None, "groc: activation of the composed bias b_v = act(w·e_v + a) "
                                           "(default: --out-activation; authors' code: tanh).", choices=ACTIVATIONS)
     bias_dropout: float = setting(0.0, "groc: dropout on the composed bias's input e_v (authors' code: 0.2).",

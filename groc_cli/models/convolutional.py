@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .chars import CharEncoder, PlanCache, StringTable
-from .common import (OutputLayer, SoftmaxComposed, init_char_embedding, remap_rows, replace_parameter, uniform_,
+from .common import (OutputLayer, SoftmaxComposed, init_char_encoder, remap_rows, replace_parameter, uniform_,
                      variational_dropout)
 
 
@@ -27,7 +27,7 @@ class ConvolutionalOutput(OutputLayer):
         self.bias = nn.Parameter(uniform_(torch.empty(V), r, generator))
         self.chars = CharEncoder(config.char_emb, config.char_filters, config.highway_layers)
         self.out_proj = nn.Linear(self.chars.out_dim, d)
-        init_char_embedding(self.chars.embedding, config, generator)
+        init_char_encoder(self.chars, self.out_proj, config, generator)
         if config.correction > 0:
             self.correction = nn.Parameter(uniform_(torch.empty(V, config.correction), r, generator))
             self.correction_proj = nn.Linear(d, config.correction, bias=False)

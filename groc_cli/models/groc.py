@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .chars import CharEncoder, PlanCache, StringTable, csr_rows, encode_strings
-from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, init_char_embedding, uniform_
+from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, init_char_encoder, uniform_
 from .lexicon import Lexicon
 
 _TABLE_KEYS = ("chars", "lengths", "rel_offsets", "rel_indices", "def_offsets", "def_indices")
@@ -49,7 +49,7 @@ class GroCOutput(OutputLayer):
         for module in (self.project, self.net, self.bias_w):
             for p in module.parameters():
                 uniform_(p, r, generator)
-        init_char_embedding(self.chars.embedding, config, generator)
+        init_char_encoder(self.chars, self.project, config, generator)
         self._build_table(self.vocab)
 
     def _build_table(self, vocab: list[str]) -> None:

@@ -343,8 +343,37 @@ def quickstart(out: Path, seconds: int) -> None:
     print(f"GroC's new words down-weighted by 0.1 before a cache (paper 5.1). Outputs in {out}/; {seconds} s.")
 
 
+CONVERGE_MODELS = {"tied": "tied", "groc": "GroC, authors' char-CNN init", "groc-uniform": "GroC, B.1 uniform init"}
+
+
+def converge(out: Path, models: list[str], seconds: int) -> None:
+    """Tied and GroC trained to convergence on the embedded sample (converge.sh)."""
+    t = Table("converge", "Converged on CPU: Emma (160K training tokens), perplexity closed and open vocabulary",
+              ["model", "params", "epochs", "stopped", "minutes", "valid", "test_closed", "test_open", "near_open",
+               "far_open"], {"params": ",", "epochs": "d", "minutes": ".0f"})
+    for m in models:
+        s = load(out / "runs" / m / "summary.json")
+        ev = {k: load(out / "evals" / f"{m}-{k}.json")["perplexity"] for k in ("emma-closed", "emma-open", "near-open", "far-open")}
+        t.add(model=CONVERGE_MODELS[m], params=s["parameters"], epochs=s["epochs"], stopped=s["stop_reason"],
+              minutes=s["seconds"] / 60, valid=s["best_valid_ppl"], test_closed=ev["emma-closed"],
+              test_open=ev["emma-open"], near_open=ev["near-open"], far_open=ev["far-open"])
+    notes = ["stopped: early-stopping = 8 epochs without validation improvement (converged); max-minutes = the "
+             "MINUTES safeguard (not converged).",
+             "closed: the model's vocabulary (<unk> for words seen once); open: --vocab union, every test word scored "
+             "(tied gives unseen words a uniform share, GroC composes them).",
+             f"Outputs in {out}/; {seconds} s in all."]
+    for m in models:
+        path = out / "evals" / f"compare-tied-{m}.json"
+        if m != "tied" and path.exists():
+            r = load(path)
+            bins = ", ".join(f"{b['bin']}: {b['median_diff']:+.3f}" for b in r["bins"] if b["median_diff"] is not None)
+            notes.append(f"{CONVERGE_MODELS[m]} minus tied, median loss per training-frequency bin (nats, Emma test, "
+                         f"groc compare): {bins}; overall {r['overall']['median_diff']:+.3f}.")
+    t.write(out, notes=notes)
+
+
 REPORTS = {f.__name__.replace("_", "-"): f for f in (table1, table2, table3, table4, table5, table10, figure3, figure6,
-                                                       check_open_vocab, check_wikitext2_caches, grid_best, quickstart)}
+                                                       check_open_vocab, check_wikitext2_caches, grid_best, quickstart, converge)}
 _OPTION_TYPES = {Path: Path, str: str, int: int, list[str]: str.split}  # a list: one space-separated value
 
 

@@ -43,11 +43,24 @@ def test_activation_regularization_and_adam_settings_change_training_only_when_s
         assert not all(torch.equal(x, y) for x, y in zip(base, other)), changed
 
 
-def test_char_embedding_init_normal_is_the_pytorch_default_scale():
-    uniform = make("groc", seed=2).output_layer.chars.embedding.weight.detach()
-    normal = make("groc", seed=2, char_embedding_init="normal").output_layer.chars.embedding.weight.detach()
-    assert uniform.abs().max() <= 0.05 and float(normal[1:].std()) > 0.5
-    assert torch.all(normal[0] == 0) and torch.all(uniform[0] == 0)  # padding
+def test_char_init_normal_and_authors():
+    layers = {init: make("groc", seed=2, char_init=init).output_layer for init in ("uniform", "normal", "authors")}
+    emb = {init: layer.chars.embedding.weight.detach() for init, layer in layers.items()}
+    assert emb["uniform"].abs().max() <= 0.05 and float(emb["normal"][1:].std()) > 0.5
+    assert all(torch.all(e[0] == 0) for e in emb.values())  # padding
+    # 'normal' changes the byte embedding only; 'authors' also the convolution, highway and projection.
+    uniform, normal, authors = layers["uniform"], layers["normal"], layers["authors"]
+    assert torch.equal(uniform.project.weight, normal.project.weight)
+    assert torch.equal(uniform.chars.conv_weight, normal.chars.conv_weight)
+    assert float(authors.chars.conv_weight.abs().max()) <= 0.1 and not torch.equal(authors.chars.conv_weight, uniform.chars.conv_weight)
+    assert float(authors.project.weight.abs().max()) > 0.05 >= float(uniform.project.weight.abs().max())
+    assert torch.all(authors.project.bias == 0) and torch.all(authors.chars.conv_weight[authors.chars.conv_mask == 0] == 0)
+    # Words are told apart from the start: the composed rows are far less alike than with 'uniform'.
+    def spread(layer):
+        layer.eval()
+        w = layer.compose(grad=False).weight
+        return float((w - w.mean(0)).norm(dim=1).mean())
+    assert spread(authors) > 5 * spread(uniform)
 
 
 def test_bias_activation_and_dropout():
