@@ -5,19 +5,22 @@
 #   bash recipes/table3.sh                 SCALE=small, PTB (8 GroC runs; the full "+ out" run is
 #                                          shared with table2.sh)
 #   DATASETS="ptb wt2" bash recipes/table3.sh     also WikiText-2
-#   SCALE=paper bash recipes/table3.sh     appendix B.1 settings (GPU)
+#   SCALE=paper bash recipes/table3.sh     appendix B.1 + Table 8's settings per ablation (GPU)
 NAME=table3
 source "$(dirname "$0")/lib/common.sh"
 DATASETS=${DATASETS:-ptb}
-VARIANTS=("groc:" "groc-norel:--no-relations" "groc-nodef:--no-definitions" "groc-surf:--no-relations --no-definitions")
+# run name : settings (a file of recipes/configs/ at SCALE=paper: Table 8's row for the ablation)
+VARIANTS=("groc:groc" "groc-norel:groc-norelations" "groc-nodef:groc-nodefinitions" "groc-surf:groc-surface")
 for ds in $DATASETS; do
   dataset "$ds"
   for depth in 1 0; do
     for v in "${VARIANTS[@]}"; do
-      name=${v%%:*}; read -r -a flags <<< "${v#*:}"
+      name=${v%%:*}
       [ "$depth" = 0 ] && name=${name/groc/groc-d0}
-      train "$WORK/runs/$SCALE/$ds-$name" "$WORK/$ds" --output groc --lexicon "$WORK/$ds.lexicon.parquet" --out-depth "$depth" \
-        "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" ${flags[@]+"${flags[@]}"}
+      settings "$ds" "${v#*:}"
+      # Table 8 gives each ablation one depth; the other block keeps its r at the other depth.
+      train "$WORK/runs/$SCALE/$ds-$name" "$WORK/$ds" "${settings[@]}" --lexicon "$WORK/$ds.lexicon.parquet" \
+        --out-depth "$depth" "${BUDGET[@]}"
       capture "$WORK/evals/$SCALE/$ds-$name.test.json" groc eval "$WORK/runs/$SCALE/$ds-$name" "$WORK/$ds" --split test
     done
   done

@@ -121,7 +121,7 @@ def test_paper_scale_settings_minutes_reuters_min_count_and_index(tmp_path):
     r = bash('echo "${BUDGET[*]}|$REUTERS|${CACHE_UNBOUNDED[*]}|$CROSSDOMAIN_LEX"', tmp_path, SCALE="paper", MINUTES="21")
     assert r.returncode == 0, r.stderr
     budget, reuters, cache, lexicon = r.stdout.strip().split("|")
-    assert budget == "--max-epochs 40 --max-minutes 21"
+    assert budget == "--max-epochs 100 --max-minutes 21"
     assert reuters.endswith("/work/reuters-min2")  # the paper scale trains <unk>
     assert lexicon.endswith("/work/crossdomain-min2.lexicon.parquet")  # not the small scale's
     assert "--index IVF4096,PQ30" in cache  # M = 30 divides the 300-d states
@@ -130,6 +130,22 @@ def test_paper_scale_settings_minutes_reuters_min_count_and_index(tmp_path):
                                 f"{tmp_path}/results/work/crossdomain-min2.lexicon.parquet")  # both scales train <unk>
     r = bash('echo "$REUTERS|$CROSSDOMAIN_LEX|$REUTERS_SUFFIX"', tmp_path, REUTERS_MIN_COUNT="1")
     assert r.stdout.strip() == f"{tmp_path}/results/work/reuters|{tmp_path}/results/work/crossdomain.lexicon.parquet|"
+
+
+def test_settings_are_table8_configs_at_paper_scale_and_one_model_at_small(tmp_path):
+    show = 'emb=(); [ "$SCALE" = paper ] && emb=(--emb 300); settings ptb {}; echo "${{settings[*]}}"'
+    r = bash(show.format("deep-residual"), tmp_path, SCALE="paper")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["--config", f"{REPO}/recipes/configs/penn/deep-residual.toml", "--seed", "1", "--emb", "300"]
+    small = {m: bash(show.format(m), tmp_path).stdout.split() for m in ("tied", "deep-residual", "groc-surface")}
+    model = ["--emb", "128", "--hidden", "256", "--dropout", "0.3", "--seed", "1", "--log-every", "200"]
+    assert small["tied"] == ["--output", "tied", *model] and small["deep-residual"] == ["--output", "deep-residual", *model]
+    assert small["groc-surface"] == ["--output", "groc", *model, "--no-relations", "--no-definitions"]
+    # Every method a recipe names has its config file, for both datasets.
+    for ds, name in (("ptb", "penn"), ("wt2", "wikitext2")):
+        for m in ("lookup", "convolutional", "tied", "bilinear", "deep-residual", "adaptive", "groc", "groc-norelations",
+                  "groc-nodefinitions", "groc-surface"):
+            assert (REPO / "recipes" / "configs" / name / f"{m}.toml").exists(), (ds, m)
 
 
 def test_reuters_min_count_must_be_a_positive_whole_number(tmp_path):

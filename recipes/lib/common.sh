@@ -37,7 +37,7 @@ if [ "$SCALE" = small ]; then
   FT_BUDGET=(--max-epochs 3)
 else
   MODEL=(--seed 1)
-  BUDGET=(--max-epochs "${EPOCHS:-40}")
+  BUDGET=(--max-epochs "${EPOCHS:-100}")  # early stopping, not this cap, should end every run
   FT_BUDGET=(--max-epochs 3)
 fi
 # MINUTES=N bounds every training run by wall-clock time as well (--max-minutes: the run
@@ -66,6 +66,28 @@ dataset() {
     wt2) wikitext2; [ "$SCALE" = paper ] && emb=(--emb 256) ;;
     *) echo "$NAME: unknown dataset $1 (ptb, wt2)" >&2; exit 2 ;;
   esac
+  return 0
+}
+
+# settings DS METHOD: the training settings of METHOD (an output layer or a GroC ablation: a file
+# of recipes/configs/<paper's dataset name>/) on dataset DS, in the array `settings`. At
+# SCALE=paper they are the method's config file (appendix B.1 + Table 8's per-method values; the
+# flags after it, which take precedence, repeat B.1's values); at SCALE=small, MODEL with the
+# output layer and the ablation's flags (one small configuration for every method).
+settings() {
+  local ds=$1 method=$2 paper
+  case $ds in ptb) paper=penn ;; wt2) paper=wikitext2 ;; esac
+  if [ "$SCALE" = paper ]; then
+    settings=(--config "$ROOT/recipes/configs/$paper/$method.toml" "${MODEL[@]}" "${emb[@]}")
+  else
+    settings=(--output "${method%%-*}" "${MODEL[@]}")
+    case $method in
+      deep-residual) settings=(--output deep-residual "${MODEL[@]}") ;;
+      groc-norelations) settings+=(--no-relations) ;;
+      groc-nodefinitions) settings+=(--no-definitions) ;;
+      groc-surface) settings+=(--no-relations --no-definitions) ;;
+    esac
+  fi
   return 0
 }
 
