@@ -107,13 +107,18 @@ def test_train_and_finetune_resume_an_interrupted_run_and_skip_a_finished_one(tm
     # a stand-in for groc that records its arguments and "finishes" a run by writing summary.json
     fake = ('groc() { echo "$*" >> ' + str(tmp_path / "calls") + '; local o; while [ $# -gt 0 ]; do '
             '[ "$1" = -o ] && o=$2; shift; done; mkdir -p "$o" && echo {} > "$o/summary.json"; }; ')
-    run, new = tmp_path / "r", tmp_path / "f"
+    run, new, bare = tmp_path / "r", tmp_path / "f", tmp_path / "b"
     (new / "last").mkdir(parents=True)  # an interrupted finetuning
+    bare.mkdir()
+    (bare / "config.json").write_text("{}")  # a run directory left without a checkpoint
     r = bash(fake + f"train {run} data --output tied; train {run} data --output tied; "
-                    f"finetune {run} ft {new} --max-epochs 3", tmp_path)
+                    f"finetune {run} ft {new} --max-epochs 3; train {bare} data --output tied", tmp_path)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "calls").read_text().splitlines() == [f"train data --output tied -o {run} --force",
-                                                            f"finetune {run} ft --max-epochs 3 -o {new} --resume"]
+    # A new run trains in place (no --force, which would train aside and discard an interrupted
+    # run's checkpoint); only a run left without a checkpoint is replaced.
+    assert (tmp_path / "calls").read_text().splitlines() == [f"train data --output tied -o {run}",
+                                                            f"finetune {run} ft --max-epochs 3 -o {new} --resume",
+                                                            f"train data --output tied -o {bare} --force"]
     assert f"= {run}/summary.json (trained)" in r.stderr
 
 
@@ -188,7 +193,7 @@ def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
     made = calls.read_text().splitlines()
     assert made.count("tokenize 7") == 2  # LINES=7 lines of each other-domain novel
     assert [c.split()[0] for c in made].count("eval") == 18 and sum(c.startswith("train ") for c in made) == 2
-    assert f"train {out}/emma --output groc" in "\n".join(made) and f"-o {out}/groc --force" in "\n".join(made)
+    assert f"train {out}/emma --output groc" in "\n".join(made) and any(line.endswith(f"-o {out}/groc") for line in made)
     # a pipeline is printed as written, a command with its arguments quoted
     assert (f"+ head -n 7 groc_cli/data/austen-persuasion.txt | groc tokenize --lower | groc prepare --test - "
             f"-o {out}/near\n") in first.stderr

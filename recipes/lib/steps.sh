@@ -70,9 +70,12 @@ test_sample() {
 _resumable() {
   local verb=$1 run=$2; shift 2
   _begin "$run/summary.json" "${verb%e}ed" || return 0
-  local mode=--force; [ -d "$run/last" ] && mode=--resume
-  _logged groc "$verb" "$@" -o "$run" "$mode"
-  groc "$verb" "$@" -o "$run" "$mode"
+  # A new run trains in place, so that an interruption leaves its last checkpoint for --resume
+  # (--force would train aside and discard it); --force only replaces a run left without one.
+  local mode=()
+  if [ -d "$run/last" ]; then mode=(--resume); elif [ -n "$(ls -A "$run" 2>/dev/null)" ]; then mode=(--force); fi
+  _logged groc "$verb" "$@" -o "$run" ${mode[@]+"${mode[@]}"}
+  groc "$verb" "$@" -o "$run" ${mode[@]+"${mode[@]}"}
   _end
 }
 # train RUN DATASET ARGS...: groc train DATASET ARGS into RUN (resumed if interrupted).
