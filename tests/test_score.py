@@ -161,3 +161,24 @@ def test_api_matches_the_command_line(work):
     assert one[0].tolist() == pytest.approx(two[1].tolist(), abs=1e-6)
     with pytest.raises(Exception, match="GroC"):
         load_run(work / "tied").embed_words(["a"])
+
+
+@pytest.mark.parametrize("run", ["tied", "groc"])
+def test_weights_say_what_they_are_and_are_not_private(work, run):
+    import hashlib
+    import stat
+
+    from groc_cli.training.run import read_weights_metadata, read_vocab
+
+    config = json.loads((work / run / "config.json").read_text())
+    words, _ = read_vocab(work / run)
+    umask = os.umask(0)
+    os.umask(umask)
+    for which in ("best", "last"):
+        path = work / run / which / "model.safetensors"
+        meta = read_weights_metadata(path)
+        assert meta["format"] == "groc-weights" and meta["model"] == config["model"]
+        assert meta["vocab_size"] == len(words)
+        assert meta["vocab_sha256"] == hashlib.sha256("\n".join(words).encode()).hexdigest()
+        # the same mode as the run's other outputs (config.json), not safetensors' private 0600
+        assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE((work / run / "config.json").stat().st_mode) == 0o666 & ~umask
