@@ -72,6 +72,7 @@ class LoadedRun:
         if UNK not in self.index or EOS not in self.index:
             raise GrocError(f"run {self.run.path}: its vocabulary lacks {UNK} or {EOS}, which scoring needs")
         self._memo: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self._composer = None  # GroC: a copy of the output layer that composes new words
 
     # -- what the run is -------------------------------------------------------------------
     @property
@@ -88,25 +89,26 @@ class LoadedRun:
         self.device = resolve_device(str(device))
         self.model.to(self.device)
         self._memo.clear()
+        self._composer = None
         return self
 
     # -- composition (GroC) ------------------------------------------------------------------
     def _compose_new(self, words: list[str]):
         """(output rows, biases, input rows) of ``words``, none in the model's vocabulary.
         Each word is composed alone, as in eval's union vocabulary (rows do not depend on the
-        other words in eval mode); the model's own vocabulary is restored afterwards."""
+        other words in eval mode), by a copy of the output layer whose vocabulary is just the
+        new words, so the model's own composed vocabulary is neither touched nor rebuilt."""
         missing = [w for w in dict.fromkeys(words) if w not in self._memo]
         if missing:
             if len(self._memo) + len(missing) > NEW_WORD_MEMO:
                 self._memo.clear()
-            layer = self.model.output_layer
-            own = list(layer.vocab)
-            try:
-                layer.set_vocab(missing)
-                with torch.no_grad():
-                    c = layer.compose(grad=False)
-            finally:
-                layer.set_vocab(own)
+            if self._composer is None:
+                import copy
+
+                self._composer = copy.deepcopy(self.model.output_layer).eval()
+            self._composer.set_vocab(missing)
+            with torch.no_grad():
+                c = self._composer.compose(grad=False)
             for i, w in enumerate(missing):
                 self._memo[w] = (c.weight[i], c.bias[i], c.input_weight[i])
         rows = [self._memo[w] for w in words]
@@ -202,14 +204,13 @@ class LoadedRun:
         in closed vocabulary: a tensor of len(vocab) that sums (in probability) to 1.
         ``dict(zip(run.vocab, run.log_probs("the").tolist()))`` gives a word -> log-prob dict."""
         tokens = prefix.split() if isinstance(prefix, str) else list(prefix)
-        unk = self.index[UNK]
-        ids = [self.index[EOS]] + [self.index.get(w, unk) for w in tokens]
+        new: dict[str, int] = {}
+        ids = [self.index[EOS]] + self._ids(tokens, new)
         with torch.no_grad():
-            composed = self.model.compose(grad=False)
-            if self.composes and any(w not in self.index for w in tokens):
-                composed = self._view([w for w in dict.fromkeys(tokens) if w not in self.index])
-                new = {w: len(self.vocab) + i for i, w in enumerate(w for w in dict.fromkeys(tokens) if w not in self.index)}
-                ids = [self.index[EOS]] + [self.index.get(w, new.get(w)) for w in tokens]
+            # GroC reads new words of the prefix by their composed input rows; table models as <unk>.
+            composed = self._view(list(new))
+            if not self.composes:
+                ids = [self.index[UNK] if i >= len(self.vocab) else i for i in ids]
             x = torch.tensor(ids, dtype=torch.long, device=self.device).view(-1, 1)
             hidden, _ = self.model(x, self.model.init_state(1), composed)
             lp = composed.log_probs(hidden[-1:, 0].float())[0]

@@ -182,3 +182,22 @@ def test_weights_say_what_they_are_and_are_not_private(work, run):
         assert meta["vocab_sha256"] == hashlib.sha256("\n".join(words).encode()).hexdigest()
         # the same mode as the run's other outputs (config.json), not safetensors' private 0600
         assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE((work / run / "config.json").stat().st_mode) == 0o666 & ~umask
+
+
+def test_new_words_leave_the_model_as_it_was(work):
+    """Composing unseen words (score, log_probs, embed_words) never changes what the model
+    gives for its own vocabulary, and a prefix with an unseen word is read by composition."""
+    import torch
+
+    from groc_cli import load_run
+
+    run = load_run(work / "groc")
+    before = run.log_probs("the captain")
+    run.score(["zzqx blorf the captain"])
+    run.embed_words(["qqqq", "the"])
+    assert torch.equal(run.log_probs("the captain"), before)
+    assert run.model.vocab == run.vocab
+    unseen = run.log_probs("the zzqx")
+    assert torch.isclose(unseen.exp().sum(), torch.tensor(1.0)) and not torch.equal(unseen, run.log_probs("the <unk>"))
+    tied = load_run(work / "tied")
+    assert torch.equal(tied.log_probs("the zzqx"), tied.log_probs("the <unk>"))
