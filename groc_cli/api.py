@@ -155,9 +155,10 @@ class LoadedRun:
             return [self.index.get(w, unk) for w in tokens]
         return [self.index[w] if w in self.index else new.setdefault(w, len(self.vocab) + len(new)) for w in tokens]
 
-    def score_tokens(self, tokens: list[str], state=None):
+    def score_tokens(self, tokens: list[str], state=None, hidden_out: list | None = None):
         """Log-probs (natural) of ``tokens`` + <eos> after <eos>, from ``state`` (None: fresh);
-        returns (log-probs as a list of floats, the state after the final <eos>)."""
+        returns (log-probs as a list of floats, the state after the final <eos>). The hidden
+        states that predicted them are appended to ``hidden_out`` when given (for caches)."""
         new: dict[str, int] = {}
         targets = self._ids(list(tokens) + [EOS], new)
         words = list(new)
@@ -173,6 +174,8 @@ class LoadedRun:
             if state is None:
                 state = self.model.init_state(1)
             hidden, state = self.model(x, state, composed)
+            if hidden_out is not None:
+                hidden_out.append(hidden[:, 0].float().cpu().numpy())
             lp = composed.log_probs(hidden[:, 0].float()).double()
             y = torch.tensor(targets, dtype=torch.long, device=self.device)
             out_size = lp.size(1)
@@ -183,14 +186,55 @@ class LoadedRun:
                 logp = torch.logaddexp(math.log1p(-u) + logp, torch.full_like(logp, math.log(u) - math.log(size)))
         return logp.cpu().tolist(), state
 
-    def score_stream(self, sentences: Iterable[Sequence[str] | str], reset: bool = True) -> Iterator[SentenceScore]:
-        """``score`` one sentence at a time, for inputs too long to hold."""
+    def score_stream(self, sentences: Iterable[Sequence[str] | str], reset: bool = True, cache: str = "none",
+                     cache_weight: float = 0.1, theta: float = 0.3, cache_size: int | None = None) -> Iterator[SentenceScore]:
+        """``score`` one sentence at a time, for inputs too long to hold. ``cache``: none,
+        local or unigram, as ``groc eval --cache`` (``cache_weight`` is the cache's share); its
+        memory runs over all the sentences, as over the lines of one document."""
+        memory = self._make_cache(cache, theta, cache_size)
+        if memory is not None and not 0.0 <= cache_weight <= 1.0:
+            raise GrocError(f"cache weight {cache_weight}: expected a share in [0, 1]")
+        if memory is not None:
+            from .caches import interpolate
+
         state = None
         for sentence in sentences:
             tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
-            logps, carried = self.score_tokens(tokens, None if reset else state)
+            hidden: list | None = [] if memory is not None else None
+            logps, carried = self.score_tokens(tokens, None if reset else state, hidden)
             state = None if reset else carried
+            if memory is not None:
+                import numpy as np
+
+                targets = np.asarray(self._cache_ids(tokens + [EOS]), dtype=np.int64)
+                cached = memory.score(hidden[0], targets)
+                logps = interpolate(np.asarray(logps), cached, [cache_weight])[:, 0].tolist()
             yield SentenceScore(float(sum(logps)), len(logps), list(zip(tokens + [EOS], logps)))
+
+    def _make_cache(self, kind: str, theta: float, size: int | None):
+        if kind == "none":
+            return None
+        if kind not in ("local", "unigram"):
+            raise GrocError(f"cache {kind!r}: score offers none, local or unigram (the unbounded cache: 'groc eval')")
+        from .caches import make_cache
+
+        self._cache_new: dict[str, int] = {}
+        try:
+            if kind == "local":
+                return make_cache("local", thetas=[theta], cache_size=size or 10_000, dim=self.run.model_config.emb)
+            return make_cache("unigram", cache_size=size)
+        except ValueError as exc:
+            raise GrocError(f"cache {kind}: {exc}") from None
+
+    def _cache_ids(self, words: list[str]) -> list[int]:
+        """Ids the cache remembers: the model's, <unk> for unseen words in closed vocabulary,
+        and in open vocabulary one id per unseen word for the whole stream (so a new word seen
+        earlier in the document is recognised by the cache, as eval's union ids are)."""
+        unk = self.index[UNK]
+        if self.vocab_mode == "model":
+            return [self.index.get(w, unk) for w in words]
+        new = self._cache_new
+        return [self.index[w] if w in self.index else new.setdefault(w, len(self.vocab) + len(new)) for w in words]
 
     def score(self, sentences: Iterable[Sequence[str] | str], reset: bool = True) -> list[SentenceScore]:
         """Score sentences (token lists, or strings split on whitespace); ``reset=False``

@@ -38,13 +38,13 @@ def rows(stdout: bytes) -> tuple[list[str], list[list[str]]]:
     return lines[0].split("\t"), [line.split("\t") for line in lines[1:]]
 
 
-def eval_total(work, run: str, text: Path, vocab: str, tmp_path) -> tuple[float, int]:
+def eval_total(work, run: str, text: Path, vocab: str, tmp_path, *flags) -> tuple[float, int]:
     """groc eval's total log-prob on ``text`` as one stream. The split starts with an empty
     line: eval reads its first token as context only, and score reads each line after <eos>."""
     (tmp_path / "split.txt").write_text("\n" + text.read_text(encoding="utf-8"), encoding="utf-8")
     data = tmp_path / f"eval-{run}-{vocab}"
     run_groc("prepare", "--train", text, "--test", tmp_path / "split.txt", "-o", data, check=True)
-    out = json.loads(run_groc("eval", work / run, data, "--split", "test", "--vocab", vocab, check=True).stdout)
+    out = json.loads(run_groc("eval", work / run, data, "--split", "test", "--vocab", vocab, *flags, check=True).stdout)
     return -out["nll"] * out["tokens"], out["tokens"]
 
 
@@ -59,6 +59,19 @@ def test_one_stream_totals_are_evals_total(work, tmp_path, run, vocab, text):
     expected, expected_tokens = eval_total(work, run, work / text, vocab, tmp_path)
     assert tokens == expected_tokens
     assert total == pytest.approx(expected, rel=1e-6, abs=1e-3)
+
+
+@pytest.mark.parametrize("run, cache", [("tied", "local"), ("groc", "local"), ("tied", "unigram")])
+def test_a_cache_carries_over_lines_as_in_eval(work, tmp_path, run, cache):
+    flags = ["--cache", cache, "--cache-weight", "0.2", "--cache-size", "300"]
+    r = run_groc("score", work / run, work / "text.txt", "--one-stream", "--vocab", "model", *flags, check=True)
+    _, table = rows(r.stdout)
+    total, tokens = sum(float(t[0]) for t in table), sum(int(t[1]) for t in table)
+    expected, expected_tokens = eval_total(work, run, work / "text.txt", "model", tmp_path, *flags)
+    assert tokens == expected_tokens
+    assert total == pytest.approx(expected, rel=1e-6, abs=1e-3)
+    _, plain = rows(run_groc("score", work / run, work / "text.txt", "--one-stream", "--vocab", "model", check=True).stdout)
+    assert total != pytest.approx(sum(float(t[0]) for t in plain), abs=1e-3)  # the cache did something
 
 
 @pytest.mark.parametrize("run", ["tied", "groc"])
@@ -116,6 +129,9 @@ def test_output_streams_and_head_ends_it_normally(work):
     (["/no/such/file"], None, "no such file"),
     (["-", "--vocab", "closed"], b"a\n", "--vocab"),
     (["-", "--lower"], b"a\n", "--lower"),
+    (["-", "--cache", "unbounded"], b"a\n", "--cache"),
+    (["-", "--cache", "local", "--cache-weight", "2"], b"a\n", "--cache-weight"),
+    (["-", "--cache", "local", "--theta", "-1"], b"a\n", "theta"),
 ])
 def test_bad_input_is_one_line_and_exit_2(work, args, stdin, word):
     r = run_groc("score", work / "tied", *args, input=stdin or b"")

@@ -21,9 +21,11 @@ EPILOG = """[bold]Examples[/bold]
 
   groc score runs/ptb-groc notes.txt --tokenize --lower --log10 --one-stream | sort -t$'\\t' -k3,3g
 
+  groc score runs/ptb-tied document.txt --one-stream --cache local --cache-weight 0.1 --theta 0.3
+
 Writes one line per input line as soon as it is scored: TSV with a header naming the log base
 (log_prob, tokens, perplexity; --per-word adds word_log_probs, one value per token and <eos>),
-or with --json one JSON object per line. Caches (eval's --cache) are not offered here yet.
+or with --json one JSON object per line. --cache local|unigram as in 'groc eval' (not unbounded).
 """
 
 
@@ -41,6 +43,12 @@ def score(
     log10: bool = typer.Option(False, "--log10", help="Write base-10 log-probabilities (KenLM's convention) instead of natural logs."),
     per_word: bool = typer.Option(False, "--per-word", help="Add each token's log-probability (the line's words, then <eos>)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line instead of TSV."),
+    cache: str = typer.Option("none", "--cache", help="none, local or unigram, as 'groc eval --cache' (not unbounded); its "
+                              "memory carries over from line to line, as over the lines of one document."),
+    cache_weight: float = typer.Option(0.1, "--cache-weight", help="w in p = (1-w) p_model + w p_cache: the cache's share."),
+    theta: float = typer.Option(0.3, "--theta", help="local: flatness θ of exp(θ hᵀh_i)."),
+    cache_size: Optional[int] = typer.Option(None, "--cache-size", help="local: window of past positions (default 10000); "
+                                             "unigram: count only the last N targets (default: all)."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N."),
     errors: str = typer.Option("strict", "--errors", help="Invalid UTF-8: 'strict' stops naming the line, 'replace' substitutes U+FFFD."),
@@ -50,6 +58,10 @@ def score(
         raise GrocError(f"--errors {errors!r}: expected 'strict' or 'replace'")
     if vocab not in ("union", "model"):
         raise GrocError(f"--vocab {vocab!r}: expected union or model")
+    if cache not in ("none", "local", "unigram"):
+        raise GrocError(f"--cache {cache!r}: score offers none, local or unigram (for the unbounded cache use 'groc eval')")
+    if not 0.0 <= cache_weight <= 1.0:
+        raise GrocError(f"--cache-weight {cache_weight}: expected the cache's share, in [0, 1]")
     if lower and not tokenize:
         raise GrocError("--lower applies with --tokenize only (tokenized input is scored as it is)")
     from ..api import load_run
@@ -68,7 +80,8 @@ def score(
     if not as_json:
         write_stdout("\t".join([f"{base}_prob", "tokens", "perplexity"] + (["word_log_probs"] if per_word else [])) + "\n")
     with contextlib.closing(stream):
-        for result in model.score_stream((line.split() for line in lines), reset=reset_per_line):
+        for result in model.score_stream((line.split() for line in lines), reset=reset_per_line, cache=cache,
+                                         cache_weight=cache_weight, theta=theta, cache_size=cache_size):
             total = result.log_prob * scale
             if as_json:
                 row = {f"{base}_prob": total, "tokens": result.tokens, "perplexity": result.perplexity}
