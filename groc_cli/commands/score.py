@@ -50,7 +50,7 @@ def score(
     cache_size: Optional[int] = typer.Option(None, "--cache-size", help="local: window of past positions (default 10000); "
                                              "unigram: count only the last N targets (default: all)."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
-    device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N."),
+    device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N (lines are scored one at a time)."),
     errors: str = typer.Option("strict", "--errors", help="Invalid UTF-8: 'strict' stops naming the line, 'replace' substitutes U+FFFD."),
 ) -> None:
     """Log-probability, token count and perplexity of each line; every line ends with a scored <eos>."""
@@ -84,7 +84,9 @@ def score(
                                          cache_weight=cache_weight, theta=theta, cache_size=cache_size):
             total = result.log_prob * scale
             if as_json:
-                row = {f"{base}_prob": total, "tokens": result.tokens, "perplexity": result.perplexity}
+                # JSON has no infinity: a perplexity past float range is null.
+                row = {f"{base}_prob": total, "tokens": result.tokens,
+                       "perplexity": result.perplexity if math.isfinite(result.perplexity) else None}
                 if per_word:
                     row["words"] = [[w, lp * scale] for w, lp in result.word_log_probs]
                 text = json.dumps(row)
