@@ -24,7 +24,8 @@ EPILOG = """[bold]Examples[/bold]
   groc score runs/ptb-tied document.txt --one-stream --cache local --cache-weight 0.1 --theta 0.3
 
 Writes one line per input line as soon as it is scored: TSV with a header naming the log base
-(log_prob, tokens, perplexity; --per-word adds word_log_probs, one value per token and <eos>),
+(ln_prob, or log10_prob with --log10; tokens; perplexity; --per-word adds word_log_probs, one
+value per token and <eos>),
 or with --json one JSON object per line. --cache local|unigram as in 'groc eval' (not unbounded).
 """
 
