@@ -52,9 +52,9 @@ def _root(
 
 def _register() -> None:
     # A command module that fails to import is a bug to see, not a command to hide.
-    from .commands import compare, dump, eval, finetune, lexicon, prepare, tokenize, train
+    from .commands import compare, dump, eval, finetune, lexicon, prepare, score, tokenize, train
 
-    for module in (tokenize, prepare, lexicon, train, finetune, dump, eval, compare):
+    for module in (tokenize, prepare, lexicon, train, finetune, dump, eval, score, compare):
         module.register(app)
 
 

@@ -13,21 +13,27 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import pickle
 import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from ..artifacts import atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
+from .. import __version__
+from ..artifacts import _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
 from ..errors import DamagedInput, GrocError
 from ..models import Lexicon, ModelConfig, build_model
 
 RUN_FORMAT = "groc-run"
 RUN_FORMAT_VERSION = 1
+#: The safetensors metadata key holding what the weights are (see weights_metadata).
+WEIGHTS_KEY = "groc"
 
 
 def write_vocab(run_dir: Path, words: list[str], counts: list[int]) -> None:
@@ -64,9 +70,28 @@ def save_weights(model: torch.nn.Module, directory: Path, extra: dict[str, objec
     state = model.state_dict()
     tensors = {names[0]: state[names[0]].to("cpu").contiguous() for names in _alias_groups(state)}
     with atomic_dir(directory) as tmp:
-        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt", WEIGHTS_KEY: weights_metadata(model)})
+        # safetensors creates the file private (0600); weights are an output like any other.
+        os.chmod(tmp / "model.safetensors", 0o666 & ~_umask())
         if extra is not None:
             torch.save(extra, tmp / "trainer.pt")
+
+
+def weights_metadata(model: torch.nn.Module) -> str:
+    """What a weights file holds, as JSON in its safetensors metadata, so the file alone says what
+    it is: the model's settings (config.json's "model"), its vocabulary's size and checksum (the
+    words themselves are the run's vocab.parquet) and the tool version."""
+    words = list(model.vocab)
+    return json.dumps({"format": "groc-weights", "version": __version__, "model": model.config.to_dict(),
+                       "vocab_size": len(words),
+                       "vocab_sha256": hashlib.sha256("\n".join(words).encode("utf-8")).hexdigest()}, sort_keys=True)
+
+
+def read_weights_metadata(path: Path) -> dict:
+    """The metadata weights_metadata stored in ``path`` ({} for weights written before it existed)."""
+    with safe_open(str(path), framework="pt") as handle:
+        meta = handle.metadata() or {}
+    return json.loads(meta[WEIGHTS_KEY]) if WEIGHTS_KEY in meta else {}
 
 
 def load_weights(model: torch.nn.Module, directory: Path) -> None:

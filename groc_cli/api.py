@@ -1,0 +1,269 @@
+"""A trained run as a Python object: score sentences, next-word distributions, composed embeddings.
+
+    from groc_cli import load_run
+    run = load_run("runs/ptb-groc")
+    run.score(["the cat sat", "a dog"])   # per sentence: log_prob (natural log), tokens, perplexity
+
+Conventions, the same as ``groc eval`` (see docs/api.md):
+
+* every sentence ends with ``<eos>``, which is scored (datasets store one after each line);
+* a sentence is read after ``<eos>`` from a fresh state, as a line that follows another line
+  of a dataset (``reset=False`` carries the state from one sentence to the next instead);
+* open vocabulary (``eval --vocab union``) over the model's words plus the sentence's new
+  words: GroC composes the new words from their characters (and lexicon); a table model
+  reads them as ``<unk>`` and mixes a uniform share u = 0.01 into every prediction,
+  p = (1 - u) p_model + u / |vocabulary|. ``vocab="model"`` is eval's closed vocabulary
+  (unknown words are scored as ``<unk>``).
+
+The loading is ``groc eval``'s (``training.run.Run.build``); nothing here is imported by
+``import groc_cli``, so the package stays cheap to import.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import torch
+
+from .errors import GrocError
+from .evaluation.perplexity import TABLE_UNION_UNIFORM
+from .runtime import resolve_device
+from .text.dataset import EOS, UNK
+from .training.run import Run
+
+VOCAB_MODES = ("union", "model")
+#: Composed embeddings of words outside the model's vocabulary kept between sentences (GroC);
+#: the memo is emptied when it grows past this, so memory stays bounded on endless input.
+NEW_WORD_MEMO = 50_000
+
+
+@dataclass
+class SentenceScore:
+    """One sentence's score: ``log_prob`` is the natural-log total over ``tokens`` predictions
+    (its words and the final <eos>); ``word_log_probs`` pairs each of them with its log-prob."""
+
+    log_prob: float
+    tokens: int
+    word_log_probs: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def perplexity(self) -> float:
+        mean = -self.log_prob / self.tokens
+        return math.exp(mean) if mean < 700 else math.inf
+
+
+class LoadedRun:
+    """A run's model in eval mode; see the module docstring for the scoring conventions."""
+
+    def __init__(self, path: Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union"):
+        if vocab not in VOCAB_MODES:
+            raise GrocError(f"vocab {vocab!r}: expected one of {', '.join(VOCAB_MODES)}")
+        self.run = Run(Path(path))
+        self.kind = self.run.model_config.output
+        self.vocab_mode = vocab
+        self.device = resolve_device(device)
+        self.model, words, self.counts = self.run.build(checkpoint, device=self.device)
+        self.model.eval()
+        self.vocab: list[str] = list(words)
+        self.index = {w: i for i, w in enumerate(self.vocab)}
+        if UNK not in self.index or EOS not in self.index:
+            raise GrocError(f"run {self.run.path}: its vocabulary lacks {UNK} or {EOS}, which scoring needs")
+        self._memo: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self._composer = None  # GroC: a copy of the output layer that composes new words
+
+    # -- what the run is -------------------------------------------------------------------
+    @property
+    def config(self) -> dict:
+        """The run's config.json: model and training settings, dataset checksum, versions."""
+        return self.run.config
+
+    @property
+    def composes(self) -> bool:
+        """Whether the model embeds any word from its characters (GroC)."""
+        return self.kind == "groc"
+
+    def to(self, device: str | torch.device) -> "LoadedRun":
+        self.device = resolve_device(str(device))
+        self.model.to(self.device)
+        self._memo.clear()
+        self._composer = None
+        return self
+
+    # -- composition (GroC) ------------------------------------------------------------------
+    def _compose_new(self, words: list[str]):
+        """(output rows, biases, input rows) of ``words``, none in the model's vocabulary.
+        Each word is composed alone, as in eval's union vocabulary (rows do not depend on the
+        other words in eval mode), by a copy of the output layer whose vocabulary is just the
+        new words, so the model's own composed vocabulary is neither touched nor rebuilt."""
+        missing = [w for w in dict.fromkeys(words) if w not in self._memo]
+        if missing:
+            if len(self._memo) + len(missing) > NEW_WORD_MEMO:
+                self._memo.clear()
+            if self._composer is None:
+                import copy
+
+                self._composer = copy.deepcopy(self.model.output_layer).eval()
+            self._composer.set_vocab(missing)
+            with torch.no_grad():
+                c = self._composer.compose(grad=False)
+            for i, w in enumerate(missing):
+                self._memo[w] = (c.weight[i], c.bias[i], c.input_weight[i])
+        rows = [self._memo[w] for w in words]
+        return (torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows]),
+                torch.stack([r[2] for r in rows]))
+
+    def embed_words(self, words: Sequence[str]) -> torch.Tensor:
+        """GroC: composed output embeddings [len(words), emb] of any words, seen or not."""
+        if not self.composes:
+            raise GrocError(f"embed_words composes words from their characters: GroC runs only (this run is {self.kind})")
+        words = list(words)
+        if not words:
+            return torch.empty(0, self.run.model_config.emb)
+        with torch.no_grad():
+            base = self.model.compose(grad=False)
+            known = [self.index.get(w) for w in words]
+            new = [w for w, i in zip(words, known) if i is None]
+            new_rows = self._compose_new(new)[0] if new else None
+            out, j = [], 0
+            for i in known:
+                if i is None:
+                    out.append(new_rows[j])
+                    j += 1
+                else:
+                    out.append(base.weight[i])
+            return torch.stack(out).cpu()
+
+    # -- scoring -----------------------------------------------------------------------------
+    def _view(self, new: list[str]):
+        """The output view over model ∪ ``new`` and the input-embedding hook for union ids."""
+        from .models.common import SoftmaxComposed
+
+        base = self.model.compose(grad=False)
+        if not new or not self.composes:
+            return base
+        weight, bias, inputs = self._compose_new(new)
+        return SoftmaxComposed(torch.cat([base.weight, weight]), torch.cat([base.bias, bias]), grad=False,
+                               input_weight=torch.cat([base.input_weight, inputs]))
+
+    def _ids(self, tokens: list[str], new: dict[str, int]) -> list[int]:
+        """Union ids (new words after the model's); closed mode maps them to <unk>."""
+        unk = self.index[UNK]
+        if self.vocab_mode == "model":
+            return [self.index.get(w, unk) for w in tokens]
+        return [self.index[w] if w in self.index else new.setdefault(w, len(self.vocab) + len(new)) for w in tokens]
+
+    def score_tokens(self, tokens: list[str], state=None, hidden_out: list | None = None):
+        """Log-probs (natural) of ``tokens`` + <eos> after <eos>, from ``state`` (None: fresh);
+        returns (log-probs as a list of floats, the state after the final <eos>). The hidden
+        states that predicted them are appended to ``hidden_out`` when given (for caches)."""
+        new: dict[str, int] = {}
+        targets = self._ids(list(tokens) + [EOS], new)
+        words = list(new)
+        V = len(self.vocab)
+        size = V + len(words)
+        eos = self.index[EOS]
+        with torch.no_grad():
+            composed = self._view(words)
+            unk = self.index[UNK]
+            # Table models read new words as <unk>; GroC reads their composed input rows.
+            inputs = [eos] + [t if (t < V or self.composes) else unk for t in targets[:-1]]
+            x = torch.tensor(inputs, dtype=torch.long, device=self.device).view(-1, 1)
+            if state is None:
+                state = self.model.init_state(1)
+            hidden, state = self.model(x, state, composed)
+            if hidden_out is not None:
+                hidden_out.append(hidden[:, 0].float().cpu().numpy())
+            lp = composed.log_probs(hidden[:, 0].float()).double()
+            y = torch.tensor(targets, dtype=torch.long, device=self.device)
+            out_size = lp.size(1)
+            logp = lp.gather(1, y.clamp(max=out_size - 1)[:, None])[:, 0]
+            logp = torch.where(y >= out_size, torch.full_like(logp, -math.inf), logp)
+            if self.vocab_mode == "union" and not self.composes:
+                u = TABLE_UNION_UNIFORM
+                logp = torch.logaddexp(math.log1p(-u) + logp, torch.full_like(logp, math.log(u) - math.log(size)))
+        return logp.cpu().tolist(), state
+
+    def score_stream(self, sentences: Iterable[Sequence[str] | str], reset: bool = True, cache: str = "none",
+                     cache_weight: float = 0.1, theta: float = 0.3, cache_size: int | None = None) -> Iterator[SentenceScore]:
+        """``score`` one sentence at a time, for inputs too long to hold. ``cache``: none,
+        local or unigram, as ``groc eval --cache`` (``cache_weight`` is the cache's share); its
+        memory runs over all the sentences, as over the lines of one document."""
+        memory = self._make_cache(cache, theta, cache_size)
+        if memory is not None and not 0.0 <= cache_weight <= 1.0:
+            raise GrocError(f"cache weight {cache_weight}: expected a share in [0, 1]")
+        if memory is not None:
+            from .caches import interpolate
+
+        state = None
+        for sentence in sentences:
+            tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
+            hidden: list | None = [] if memory is not None else None
+            logps, carried = self.score_tokens(tokens, None if reset else state, hidden)
+            state = None if reset else carried
+            if memory is not None:
+                import numpy as np
+
+                targets = np.asarray(self._cache_ids(tokens + [EOS]), dtype=np.int64)
+                cached = memory.score(hidden[0], targets)
+                logps = interpolate(np.asarray(logps), cached, [cache_weight])[:, 0].tolist()
+            yield SentenceScore(float(sum(logps)), len(logps), list(zip(tokens + [EOS], logps)))
+
+    def _make_cache(self, kind: str, theta: float, size: int | None):
+        if kind == "none":
+            return None
+        if kind not in ("local", "unigram"):
+            raise GrocError(f"cache {kind!r}: score offers none, local or unigram (the unbounded cache: 'groc eval')")
+        from .caches import make_cache
+
+        self._cache_new: dict[str, int] = {}
+        try:
+            if kind == "local":
+                return make_cache("local", thetas=[theta], cache_size=size or 10_000, dim=self.run.model_config.emb)
+            return make_cache("unigram", cache_size=size)
+        except ValueError as exc:
+            raise GrocError(f"cache {kind}: {exc}") from None
+
+    def _cache_ids(self, words: list[str]) -> list[int]:
+        """Ids the cache remembers: the model's, <unk> for unseen words in closed vocabulary,
+        and in open vocabulary one id per unseen word for the whole stream (so a new word seen
+        earlier in the document is recognised by the cache, as eval's union ids are)."""
+        unk = self.index[UNK]
+        if self.vocab_mode == "model":
+            return [self.index.get(w, unk) for w in words]
+        new = self._cache_new
+        return [self.index[w] if w in self.index else new.setdefault(w, len(self.vocab) + len(new)) for w in words]
+
+    def score(self, sentences: Iterable[Sequence[str] | str], reset: bool = True) -> list[SentenceScore]:
+        """Score sentences (token lists, or strings split on whitespace); ``reset=False``
+        reads them as one stream (the state carries over, as in ``groc eval``)."""
+        if isinstance(sentences, str):
+            raise GrocError("score takes a list of sentences; wrap a single sentence in a list")
+        return list(self.score_stream(sentences, reset))
+
+    def log_probs(self, prefix: Sequence[str] | str) -> torch.Tensor:
+        """Next-word log-probabilities (natural log) over ``vocab`` after <eos> + ``prefix``,
+        in closed vocabulary: a tensor of len(vocab) that sums (in probability) to 1.
+        ``dict(zip(run.vocab, run.log_probs("the").tolist()))`` gives a word -> log-prob dict."""
+        tokens = prefix.split() if isinstance(prefix, str) else list(prefix)
+        new: dict[str, int] = {}
+        ids = [self.index[EOS]] + self._ids(tokens, new)
+        with torch.no_grad():
+            # GroC reads new words of the prefix by their composed input rows; table models as <unk>.
+            composed = self._view(list(new))
+            if not self.composes:
+                ids = [self.index[UNK] if i >= len(self.vocab) else i for i in ids]
+            x = torch.tensor(ids, dtype=torch.long, device=self.device).view(-1, 1)
+            hidden, _ = self.model(x, self.model.init_state(1), composed)
+            lp = composed.log_probs(hidden[-1:, 0].float())[0]
+            if lp.numel() > len(self.vocab):  # renormalise over the model's own words
+                lp = lp[: len(self.vocab)] - torch.logsumexp(lp[: len(self.vocab)], 0)
+        return lp.cpu()
+
+
+def load_run(path: str | Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union") -> LoadedRun:
+    """Load a run directory written by ``groc train`` or ``groc finetune`` (``checkpoint``:
+    best or last; ``device``: cpu, cuda, cuda:N or auto; ``vocab``: union or model)."""
+    return LoadedRun(Path(path), checkpoint, device, vocab)

@@ -1,0 +1,104 @@
+"""groc score: per-line log-probabilities of text, streaming (KenLM's `query` for groc runs)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..console import write_stdout
+from ..errors import GrocError
+
+EPILOG = """[bold]Examples[/bold]
+
+  groc score runs/ptb-groc test.txt | head
+
+  groc tokenize --lower < raw.txt | groc score runs/ptb-tied - --json --per-word
+
+  groc score runs/ptb-groc notes.txt --tokenize --lower --log10 --one-stream | sort -t$'\\t' -k3,3g
+
+  groc score runs/ptb-tied document.txt --one-stream --cache local --cache-weight 0.1 --theta 0.3
+
+Writes one line per input line as soon as it is scored: TSV with a header naming the log base
+(ln_prob, or log10_prob with --log10; tokens; perplexity; --per-word adds word_log_probs, one
+value per token and <eos>),
+or with --json one JSON object per line. --cache local|unigram as in 'groc eval' (not unbounded).
+"""
+
+
+def score(
+    run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
+    input: Optional[str] = typer.Argument(None, metavar="[FILE|-]", help="Text, one sentence a line; '-' or nothing reads stdin."),
+    tokenize: bool = typer.Option(False, "--tokenize", help="Moses-tokenize each line first (raw text); by default lines are "
+                                  "already tokenized (split on whitespace)."),
+    lower: bool = typer.Option(False, "--lower", help="With --tokenize: lowercase, as 'groc tokenize --lower'."),
+    vocab: str = typer.Option("union", "--vocab", help="union: open vocabulary, as 'eval --vocab union' (GroC composes unseen "
+                              "words; table models give them a uniform share of 0.01), over the model's words plus the "
+                              "line's new words. model: closed vocabulary, unseen words scored as <unk>."),
+    reset_per_line: bool = typer.Option(True, "--reset-per-line/--one-stream", help="Score each line from a fresh state "
+                                        "(default), or carry the state from line to line as one document (as 'groc eval')."),
+    log10: bool = typer.Option(False, "--log10", help="Write base-10 log-probabilities (KenLM's convention) instead of natural logs."),
+    per_word: bool = typer.Option(False, "--per-word", help="Add each token's log-probability (the line's words, then <eos>)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line instead of TSV."),
+    cache: str = typer.Option("none", "--cache", help="none, local or unigram, as 'groc eval --cache' (not unbounded); its "
+                              "memory carries over from line to line, as over the lines of one document."),
+    cache_weight: float = typer.Option(0.1, "--cache-weight", help="w in p = (1-w) p_model + w p_cache: the cache's share."),
+    theta: float = typer.Option(0.3, "--theta", help="local: flatness θ of exp(θ hᵀh_i)."),
+    cache_size: Optional[int] = typer.Option(None, "--cache-size", help="local: window of past positions (default 10000); "
+                                             "unigram: count only the last N targets (default: all)."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
+    device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N (lines are scored one at a time)."),
+    errors: str = typer.Option("strict", "--errors", help="Invalid UTF-8: 'strict' stops naming the line, 'replace' substitutes U+FFFD."),
+) -> None:
+    """Log-probability, token count and perplexity of each line; every line ends with a scored <eos>."""
+    if errors not in ("strict", "replace"):
+        raise GrocError(f"--errors {errors!r}: expected 'strict' or 'replace'")
+    if vocab not in ("union", "model"):
+        raise GrocError(f"--vocab {vocab!r}: expected union or model")
+    if cache not in ("none", "local", "unigram"):
+        raise GrocError(f"--cache {cache!r}: score offers none, local or unigram (for the unbounded cache use 'groc eval')")
+    if not 0.0 <= cache_weight <= 1.0:
+        raise GrocError(f"--cache-weight {cache_weight}: expected the cache's share, in [0, 1]")
+    if lower and not tokenize:
+        raise GrocError("--lower applies with --tokenize only (tokenized input is scored as it is)")
+    from ..api import load_run
+    from ..text.io import open_input
+    from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_line
+
+    stream = open_input(input, "FILE")
+    model = load_run(run_dir, checkpoint=checkpoint, device=device, vocab=vocab)
+    name = "stdin" if input in (None, "-") else input
+    lines = decode_lines(stream, errors=errors, name=name)
+    if tokenize:
+        options = TokenizeOptions(lower=lower)
+        lines = (tokenize_line(line, options) for line in lines)
+    scale = 1 / math.log(10) if log10 else 1.0
+    base = "log10" if log10 else "ln"
+    if not as_json:
+        write_stdout("\t".join([f"{base}_prob", "tokens", "perplexity"] + (["word_log_probs"] if per_word else [])) + "\n")
+    with contextlib.closing(stream):
+        for result in model.score_stream((line.split() for line in lines), reset=reset_per_line, cache=cache,
+                                         cache_weight=cache_weight, theta=theta, cache_size=cache_size):
+            total = result.log_prob * scale
+            if as_json:
+                # JSON has no infinity: a perplexity past float range is null.
+                row = {f"{base}_prob": total, "tokens": result.tokens,
+                       "perplexity": result.perplexity if math.isfinite(result.perplexity) else None}
+                if per_word:
+                    row["words"] = [[w, lp * scale] for w, lp in result.word_log_probs]
+                text = json.dumps(row)
+            else:
+                cells = [f"{total:.6f}", str(result.tokens), f"{result.perplexity:.3f}"]
+                if per_word:
+                    cells.append(" ".join(f"{lp * scale:.6f}" for _, lp in result.word_log_probs))
+                text = "\t".join(cells)
+            write_stdout(text + "\n", flush=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("score", epilog=EPILOG, help="Score text line by line with a trained run (per-line log-prob, tokens, "
+                "perplexity), streaming from a file or stdin.")(score)

@@ -1,0 +1,219 @@
+"""groc score (real processes, pipes) and the Python API of docs/api.md, on tiny runs."""
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, TEST_ENV, run_groc
+
+TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+BOOKS = REPO / "groc_cli" / "data"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A tied and a GroC run on Persuasion; text.txt: Emma (many words the runs never saw);
+    seen.txt: the start of the runs' own training text (no new words)."""
+    root = tmp_path_factory.mktemp("score")
+    run_groc("prepare", "--train", BOOKS / "austen-persuasion.txt", "--split", "4000,1000", "-o", root / "data", check=True)
+    run_groc("lexicon", "--vocab", root / "data", "-o", root / "lex.parquet", check=True)
+    run_groc("train", root / "data", "-o", root / "tied", "--output", "tied", "--max-tokens", "300", *TINY, check=True)
+    run_groc("train", root / "data", "-o", root / "groc", "--output", "groc", "--lexicon", root / "lex.parquet",
+             "--max-tokens", "48", *TINY, check=True)
+    emma = BOOKS.joinpath("austen-emma.txt").read_text(encoding="utf-8").splitlines()[200:230]
+    (root / "text.txt").write_text("\n".join(line.strip() for line in emma) + "\n", encoding="utf-8")
+    seen = BOOKS.joinpath("austen-persuasion.txt").read_text(encoding="utf-8").splitlines()[:20]
+    (root / "seen.txt").write_text("\n".join(seen) + "\n", encoding="utf-8")
+    return root
+
+
+def rows(stdout: bytes) -> tuple[list[str], list[list[str]]]:
+    lines = stdout.decode().splitlines()
+    return lines[0].split("\t"), [line.split("\t") for line in lines[1:]]
+
+
+def eval_total(work, run: str, text: Path, vocab: str, tmp_path, *flags) -> tuple[float, int]:
+    """groc eval's total log-prob on ``text`` as one stream. The split starts with an empty
+    line: eval reads its first token as context only, and score reads each line after <eos>."""
+    (tmp_path / "split.txt").write_text("\n" + text.read_text(encoding="utf-8"), encoding="utf-8")
+    data = tmp_path / f"eval-{run}-{vocab}"
+    run_groc("prepare", "--train", text, "--test", tmp_path / "split.txt", "-o", data, check=True)
+    out = json.loads(run_groc("eval", work / run, data, "--split", "test", "--vocab", vocab, *flags, check=True).stdout)
+    return -out["nll"] * out["tokens"], out["tokens"]
+
+
+@pytest.mark.parametrize("run", ["tied", "groc"])
+@pytest.mark.parametrize("vocab, text", [("model", "text.txt"), ("union", "seen.txt")])
+def test_one_stream_totals_are_evals_total(work, tmp_path, run, vocab, text):
+    r = run_groc("score", work / run, work / text, "--one-stream", "--vocab", vocab, check=True)
+    header, table = rows(r.stdout)
+    assert header == ["ln_prob", "tokens", "perplexity"]
+    assert len(table) == len(work.joinpath(text).read_text().splitlines())
+    total, tokens = sum(float(t[0]) for t in table), sum(int(t[1]) for t in table)
+    expected, expected_tokens = eval_total(work, run, work / text, vocab, tmp_path)
+    assert tokens == expected_tokens
+    assert total == pytest.approx(expected, rel=1e-6, abs=1e-3)
+
+
+@pytest.mark.parametrize("run, cache", [("tied", "local"), ("groc", "local"), ("tied", "unigram")])
+def test_a_cache_carries_over_lines_as_in_eval(work, tmp_path, run, cache):
+    flags = ["--cache", cache, "--cache-weight", "0.2", "--cache-size", "300"]
+    r = run_groc("score", work / run, work / "text.txt", "--one-stream", "--vocab", "model", *flags, check=True)
+    _, table = rows(r.stdout)
+    total, tokens = sum(float(t[0]) for t in table), sum(int(t[1]) for t in table)
+    expected, expected_tokens = eval_total(work, run, work / "text.txt", "model", tmp_path, *flags)
+    assert tokens == expected_tokens
+    assert total == pytest.approx(expected, rel=1e-6, abs=1e-3)
+    _, plain = rows(run_groc("score", work / run, work / "text.txt", "--one-stream", "--vocab", "model", check=True).stdout)
+    assert total != pytest.approx(sum(float(t[0]) for t in plain), abs=1e-3)  # the cache did something
+
+
+@pytest.mark.parametrize("run", ["tied", "groc"])
+def test_unseen_words_get_finite_scores_and_the_line_adds_up(work, run):
+    r = run_groc("score", work / run, "-", "--per-word", "--json", input=b"zzqx the blorfish\n", check=True)
+    (line,) = r.stdout.decode().splitlines()
+    row = json.loads(line)
+    assert [w for w, _ in row["words"]] == ["zzqx", "the", "blorfish", "<eos>"]
+    assert all(math.isfinite(lp) and lp < 0 for _, lp in row["words"])
+    assert row["ln_prob"] == pytest.approx(sum(lp for _, lp in row["words"]))
+    assert row["tokens"] == 4
+    assert row["perplexity"] == pytest.approx(math.exp(-row["ln_prob"] / 4))
+
+
+def test_log10_and_reset_per_line(work):
+    text = b"the captain was here\nthe captain was here\n"
+    _, ln = rows(run_groc("score", work / "tied", "-", input=text, check=True).stdout)
+    header, log10 = rows(run_groc("score", work / "tied", "-", "--log10", input=text, check=True).stdout)
+    assert header[0] == "log10_prob"
+    assert float(log10[0][0]) == pytest.approx(float(ln[0][0]) / math.log(10), abs=1e-5)
+    assert ln[0] == ln[1]  # each line from a fresh state by default
+    _, stream = rows(run_groc("score", work / "tied", "-", "--one-stream", input=text, check=True).stdout)
+    assert stream[0] == ln[0] and stream[1] != ln[1]
+
+
+def test_tokenize_reads_raw_text(work):
+    r = run_groc("score", work / "groc", "-", "--tokenize", "--per-word", "--json", input=b"Anne's captain, here.\n", check=True)
+    words = [w for w, _ in json.loads(r.stdout)["words"]]
+    assert words[:1] == ["Anne"] and words[-4:] == [",", "here", ".", "<eos>"]
+
+
+def test_output_streams_and_head_ends_it_normally(work):
+    """`yes | groc score RUN | head -1`: a line comes out before the input ends, and a closed
+    stdout is a normal end (exit 0, nothing on stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "groc_cli", "score", str(work / "tied"), "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV})
+    proc.stdin.write(b"the captain was here\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().startswith(b"ln_prob")
+    assert len(proc.stdout.readline().split(b"\t")) == 3  # scored while stdin is still open
+    proc.stdout.close()  # the reader goes away, as head does
+    proc.stdin.write(b"the captain was here\n" * 2000)
+    proc.stdin.close()
+    assert proc.wait(timeout=120) == 0
+    assert proc.stderr.read() == b""
+    many = work / "many.txt"
+    many.write_text("the captain was here\n" * 3000)
+    shell = subprocess.run(["bash", "-o", "pipefail", "-c", f"{sys.executable} -m groc_cli score {work / 'tied'} - < {many} "
+                            "| head -1"], capture_output=True, env={**os.environ, **TEST_ENV})
+    assert shell.returncode == 0 and shell.stdout.decode().startswith("ln_prob"), shell.stderr
+
+
+@pytest.mark.parametrize("args, stdin, word", [
+    (["-"], b"fine\n\xff\xfe\n", "line 2"),
+    (["/no/such/file"], None, "no such file"),
+    (["-", "--vocab", "closed"], b"a\n", "--vocab"),
+    (["-", "--lower"], b"a\n", "--lower"),
+    (["-", "--cache", "unbounded"], b"a\n", "--cache"),
+    (["-", "--cache", "local", "--cache-weight", "2"], b"a\n", "--cache-weight"),
+    (["-", "--cache", "local", "--theta", "-1"], b"a\n", "theta"),
+])
+def test_bad_input_is_one_line_and_exit_2(work, args, stdin, word):
+    r = run_groc("score", work / "tied", *args, input=stdin or b"")
+    err = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and word in err[0], err
+
+
+def test_a_missing_run_is_one_line(work, tmp_path):
+    r = run_groc("score", tmp_path / "nothing", "-", input=b"a\n")
+    assert r.returncode == 2 and len(r.stderr.decode().strip().splitlines()) == 1
+
+
+def test_import_groc_cli_does_not_import_torch():
+    code = "import sys, groc_cli; from groc_cli import load_run; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_docs_api_examples_run(work, tmp_path, monkeypatch):
+    """Every ```python block of docs/api.md, in order, in one namespace, against the tiny runs."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "api.md").read_text(encoding="utf-8"), re.S)
+    assert len(blocks) >= 4
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "austen-groc").symlink_to(work / "groc")
+    (tmp_path / "runs" / "austen-tied").symlink_to(work / "tied")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/api.md", "exec"), namespace)
+
+
+def test_api_matches_the_command_line(work):
+    from groc_cli import load_run
+
+    run = load_run(work / "groc")
+    text = (work / "text.txt").read_text(encoding="utf-8").splitlines()[:5]
+    api = run.score(text, reset=False)
+    _, table = rows(run_groc("score", work / "groc", work / "text.txt", "--one-stream", check=True).stdout)
+    assert [s.log_prob for s in api] == pytest.approx([float(t[0]) for t in table[:5]], abs=1e-5)
+    assert [s.tokens for s in api] == [int(t[1]) for t in table[:5]]
+    # a new word's composed embedding is the same alone or among others
+    one = run.embed_words(["zzqx"])
+    two = run.embed_words(["captain", "zzqx"])
+    assert one[0].tolist() == pytest.approx(two[1].tolist(), abs=1e-6)
+    with pytest.raises(Exception, match="GroC"):
+        load_run(work / "tied").embed_words(["a"])
+
+
+@pytest.mark.parametrize("run", ["tied", "groc"])
+def test_weights_say_what_they_are_and_are_not_private(work, run):
+    import hashlib
+    import stat
+
+    from groc_cli.training.run import read_weights_metadata, read_vocab
+
+    config = json.loads((work / run / "config.json").read_text())
+    words, _ = read_vocab(work / run)
+    umask = os.umask(0)
+    os.umask(umask)
+    for which in ("best", "last"):
+        path = work / run / which / "model.safetensors"
+        meta = read_weights_metadata(path)
+        assert meta["format"] == "groc-weights" and meta["model"] == config["model"]
+        assert meta["vocab_size"] == len(words)
+        assert meta["vocab_sha256"] == hashlib.sha256("\n".join(words).encode()).hexdigest()
+        # the same mode as the run's other outputs (config.json), not safetensors' private 0600
+        assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE((work / run / "config.json").stat().st_mode) == 0o666 & ~umask
+
+
+def test_new_words_leave_the_model_as_it_was(work):
+    """Composing unseen words (score, log_probs, embed_words) never changes what the model
+    gives for its own vocabulary, and a prefix with an unseen word is read by composition."""
+    import torch
+
+    from groc_cli import load_run
+
+    run = load_run(work / "groc")
+    before = run.log_probs("the captain")
+    run.score(["zzqx blorf the captain"])
+    run.embed_words(["qqqq", "the"])
+    assert torch.equal(run.log_probs("the captain"), before)
+    assert run.model.vocab == run.vocab
+    unseen = run.log_probs("the zzqx")
+    assert torch.isclose(unseen.exp().sum(), torch.tensor(1.0)) and not torch.equal(unseen, run.log_probs("the <unk>"))
+    tied = load_run(work / "tied")
+    assert torch.equal(tied.log_probs("the zzqx"), tied.log_probs("the <unk>"))
