@@ -267,3 +267,21 @@ def test_reports_run_from_the_command_line_as_the_recipes_call_them(tmp_path, mo
     assert r.returncode == 2 and "required: --work, --scale, --tests" in r.stderr
     r = subprocess.run([sys.executable, str(script), "table6"], capture_output=True, text=True)
     assert r.returncode == 2 and "invalid choice: 'table6'" in r.stderr
+
+
+def test_converge_report_names_each_model_and_how_it_stopped(tmp_path, capsys):
+    out = tmp_path / "converge"
+    for m, stop, ppl in (("tied", "early-stopping", 67.1), ("groc", "max-minutes", 57.0)):
+        _write(out / "runs" / m / "summary.json", {"parameters": 1_111_089, "epochs": 45, "stop_reason": stop,
+                                                   "seconds": 1089.9, "best_valid_ppl": ppl})
+        for k in ("emma-closed", "emma-open", "near-open", "far-open"):
+            _write(out / "evals" / f"{m}-{k}.json", {"perplexity": ppl + len(k)})
+    _write(out / "evals" / "compare-tied-groc.json", {"bins": [{"bin": "1-49", "median_diff": -0.16},
+                                                               {"bin": "0", "median_diff": None}],
+                                                      "overall": {"median_diff": -0.11}})
+    tables.converge(out, ["tied", "groc"], 3600)
+    md = (out / "converge.md").read_text()
+    assert "| tied | 1,111,089 | 45 | early-stopping | 18 | 67.1 | 78.1 |" in md
+    assert "| GroC, authors' char-CNN init |" in md and "max-minutes" in md and "not converged" in md
+    assert "1-49: -0.160; overall -0.110" in md
+    assert pq.read_table(out / "converge.parquet").num_rows == 2
