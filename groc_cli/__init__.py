@@ -1,6 +1,6 @@
 """groc: adaptive word-level language modeling from the command line."""
 
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def load_run(path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union"):

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import __version__
+from .version import __version__
 from .errors import DamagedInput, GrocError
 
 METADATA_KEY = b"groc"

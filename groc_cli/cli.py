@@ -15,7 +15,7 @@ try:  # typer >= 0.20 vendors click as typer._click
 except ImportError:  # older typer depends on click itself
     from click import exceptions as click_exceptions
 
-from . import __version__
+from .version import __version__
 from .errors import GrocError, StdoutClosed, Terminated
 
 app = typer.Typer(
@@ -89,6 +89,14 @@ def _interrupted(exc: BaseException | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run groc; the exit status (130 after Ctrl-C, 143 after SIGTERM, whenever it arrives)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:  # one that arrived while another exception was being handled
+        return _interrupted(exc)
+
+
+def _main(argv: list[str] | None) -> int:
     command = typer.main.get_command(app)
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or os.environ.get("GROC_DEBUG") == "1"

@@ -110,7 +110,7 @@ def test_a_run_interrupted_before_its_first_checkpoint_leaves_nothing(work, tmp_
     wait_for(lambda: (run / "config.json").exists(), "the run directory", proc)
     proc.send_signal(signal.SIGINT)
     err = proc.communicate(timeout=60)[1].decode()
-    assert proc.returncode == 130 and "nothing was trained" in err
+    assert proc.returncode == 130 and "nothing was trained" in err, err
     assert not run.exists() and leftovers(tmp_path) == []
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import __version__
+from ..version import __version__
 from ..artifacts import (atomic_dir, id_dtype, open_parquet, parquet_checksum, parquet_writer, provenance,
                          read_json, read_parquet, sha256_file, write_json, write_parquet)
 from ..console import log

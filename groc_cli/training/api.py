@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import torch
 import torch.distributed as dist
 
-from .. import __version__
+from ..version import __version__
 from ..artifacts import check_destination, disk_full, output_lock, read_metadata, replace_path, sha256_file, write_json
 from ..console import log
 from ..errors import GrocError

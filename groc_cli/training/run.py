@@ -25,7 +25,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from .. import __version__
+from ..version import __version__
 from ..artifacts import _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
 from ..errors import DamagedInput, GrocError
 from ..models import Lexicon, ModelConfig, build_model
@@ -70,7 +70,9 @@ def save_weights(model: torch.nn.Module, directory: Path, extra: dict[str, objec
     state = model.state_dict()
     tensors = {names[0]: state[names[0]].to("cpu").contiguous() for names in _alias_groups(state)}
     with atomic_dir(directory) as tmp:
-        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt", WEIGHTS_KEY: weights_metadata(model)})
+        # One metadata key: safetensors writes its metadata map in no fixed order, and the same
+        # weights must give the same bytes (a run's config.json re-runs it bit for bit).
+        save_file(tensors, str(tmp / "model.safetensors"), metadata={WEIGHTS_KEY: weights_metadata(model)})
         # safetensors creates the file private (0600); weights are an output like any other.
         os.chmod(tmp / "model.safetensors", 0o666 & ~_umask())
         if extra is not None:
