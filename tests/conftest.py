@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,13 @@ DATA = Path(os.environ.get("GROC_SHARED_DATA", REPO.parent / "shared" / "data"))
 # Tiny models in tests: one thread each (2 cores shared by pytest and its subprocesses;
 # OpenMP spin-waiting made tiny jobs many times slower on a loaded machine).
 TEST_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def default_signals() -> None:
+    """preexec_fn for a groc that a test interrupts: SIGINT and SIGTERM as in an interactive shell,
+    whatever the shell that started pytest ignored (a background job ignores SIGINT)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def run_groc(*args, input=None, cwd=None, check=False, env=None):

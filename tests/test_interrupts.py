@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_ENV
+from tests.conftest import TEST_ENV, default_signals
 from tests.test_outputs import leftovers, wait_for
 
 
@@ -21,12 +21,6 @@ def big_text(data_dir, tmp_path_factory) -> Path:
         for source in sorted((data_dir / "gutenberg").glob("*.txt")) + sorted((data_dir / "reuters").glob("*.txt")):
             out.write(source.read_bytes())
     return path
-
-
-def _default_signals() -> None:
-    # As in an interactive shell, whatever the shell that started pytest ignored (a background job ignores SIGINT).
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_DFL)
 
 
 def _busy_children(pid: int) -> list[int]:
@@ -58,7 +52,7 @@ def test_a_signal_to_the_process_group_ends_workers_quietly(big_text, tmp_path, 
             else ["tokenize", big_text, "-o", out]) + ["-j", "2", "--errors", "replace"]
     proc = subprocess.Popen([sys.executable, "-m", "groc_cli", *map(str, args)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV}, start_new_session=True,
-                            preexec_fn=_default_signals)
+                            preexec_fn=default_signals)
     wait_for(lambda: len(_busy_children(proc.pid)) >= 2, "two busy workers", proc)
     workers = _busy_children(proc.pid)
     os.killpg(proc.pid, signum)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TEST_ENV, run_groc
+from tests.conftest import REPO, TEST_ENV, default_signals, run_groc
 
 TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 # Long enough to be interrupted: early stopping never ends it.
@@ -44,7 +44,7 @@ def leftovers(directory: Path) -> list[str]:
 
 def start(*args) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "groc_cli", *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV})
+                            stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
 
 
 def wait_for(check, what: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
@@ -127,7 +127,7 @@ def test_a_second_writer_is_refused_in_one_line(work, tmp_path):
         # one here holds its lock while it waits for its input.
         out = tmp_path / "tokens.txt"
         first = subprocess.Popen([sys.executable, "-m", "groc_cli", "tokenize", "-", "-o", str(out)], stdin=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV})
+                                 stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
         wait_for(lambda: (tmp_path / ".tokens.txt.lock").exists(), "the first writer's lock", first)
         second = run_groc("tokenize", "-", "-o", out, input=b"second\n")
         assert second.returncode == 2 and "another groc process" in one_error_line(second)
@@ -136,7 +136,7 @@ def test_a_second_writer_is_refused_in_one_line(work, tmp_path):
         # Two `groc prepare` into one -o: the second is refused, not silently replacing the first.
         data = tmp_path / "data"
         first = subprocess.Popen([sys.executable, "-m", "groc_cli", "prepare", "--train", "-", "-o", str(data)],
-                                 stdin=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV})
+                                 stdin=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
         wait_for(lambda: (tmp_path / ".data.lock").exists(), "the first prepare's lock", first)
         second = run_groc("prepare", "--train", "-", "-o", data, input=b"the second corpus\n")
         assert second.returncode == 2 and "another groc process" in one_error_line(second)
