@@ -1,3 +1,6 @@
+import os
+import subprocess
+import sys
 import hashlib
 import json
 from collections import Counter
@@ -7,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from groc_cli.errors import GrocError
+from tests.conftest import TEST_ENV
 from groc_cli.text.dataset import (SPLITS, build_vocabulary, count_splits, open_dataset, parse_budgets, prepare_dataset,
                                    split_by_budget)
 from groc_cli.text.io import TokenLines
@@ -189,3 +193,13 @@ def test_min_count_that_keeps_no_word_is_refused_and_mostly_unk_warned(groc, dat
     assert warnings == ["warning: 52.5% of the training tokens are <unk>; lower --min-count (now 100) to keep more words"]
     fine = groc("prepare", "--train", valid, "--min-count", "50", "-o", tmp_path / "fine", check=True)
     assert "warning" not in fine.stderr.decode()
+
+
+def test_stdin_met_budgets_leave_the_writer_a_normal_end(tmp_path):
+    # --split stops counting once its budgets are met; the rest of stdin is still read, so the
+    # command writing into the pipe is not killed by SIGPIPE (a failure under pipefail).
+    script = (f'seq 1 200000 | sed "s/$/ a b c/" | "{sys.executable}" -m groc_cli prepare --train - '
+              f'--split 2K,1K -o "{tmp_path / "ds"}"')
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", script], capture_output=True, env={**os.environ, **TEST_ENV})
+    assert r.returncode == 0, r.stderr.decode()
+    assert (tmp_path / "ds" / "manifest.json").exists()

@@ -51,6 +51,7 @@ class TokenLines:
         self.spool_dir = spool_dir
         self._spool: BinaryIO | None = None
         self._stat: tuple | None = None
+        self._stdin_open = False  # stdin's first reading stopped before its end
 
     def _identity(self) -> tuple:
         st = os.stat(self.path)
@@ -83,11 +84,14 @@ class TokenLines:
             lines = decode_lines(stream, errors=self.errors, name=self.name)
             if self.tokenize:
                 lines = stack.enter_context(contextlib.closing(tokenize_lines(lines, self.options, jobs=self.jobs)))
+            if self.path == "-":
+                self._stdin_open = True
             for line in lines:
                 tokens = line.split()
                 if spool is not None:
                     spool.write(" ".join(tokens).encode() + b"\n")
                 yield tokens
+            self._stdin_open = False
 
     def _read_spool(self) -> Iterator[list[str]]:
         self._spool.seek(0)
@@ -97,6 +101,13 @@ class TokenLines:
     def close(self) -> None:
         if self._spool is not None:
             self._spool.close()
+        if self._stdin_open:
+            # --split met its budgets before stdin ended: read the rest, so that the command
+            # writing into the pipe ends normally instead of by SIGPIPE (status 141, which fails
+            # a pipeline under `set -o pipefail`).
+            self._stdin_open = False
+            while sys.stdin.buffer.read(1 << 20):
+                pass
 
     def __enter__(self) -> "TokenLines":
         return self
