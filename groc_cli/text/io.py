@@ -98,10 +98,10 @@ class TokenLines:
         for raw in self._spool:
             yield raw.decode().split()
 
-    def close(self) -> None:
+    def close(self, drain: bool = True) -> None:
         if self._spool is not None:
             self._spool.close()
-        if self._stdin_open:
+        if self._stdin_open and drain:
             # --split met its budgets before stdin ended: read the rest, so that the command
             # writing into the pipe ends normally instead of by SIGPIPE (status 141, which fails
             # a pipeline under `set -o pipefail`).
@@ -112,5 +112,5 @@ class TokenLines:
     def __enter__(self) -> "TokenLines":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(drain=exc_type is None)  # after an error, exit now rather than read all of stdin
