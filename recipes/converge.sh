@@ -13,6 +13,13 @@
 #   tied          Press & Wolf's tied embeddings
 #   groc          GroC, char-CNN initialised as the authors' code does (char_init=authors)
 #   groc-uniform  GroC initialised as the paper's B.1 says (every weight in +-0.05), groc's default
+# One-variable A/Bs of the fidelity audit (docs/reproduction.md), not run by default:
+#   tied-awd      tied with the authors' (awd-lstm-lm) prefix dropouts: 0.4 on the input embeddings,
+#                 0.25 between LSTM layers, 0.4 on the last layer's output (instead of 0.3 after each)
+#   groc-add      GroC (authors' init) combining its three forms by addition, the authors' default,
+#                 instead of the paper's concatenation and 3d x d projection
+#   groc-charcnn  GroC (authors' init) with the authors' char-CNN: widths 1-6 with 32-512 filters
+#                 (1,024), selu after the convolution and in the highway
 # Each trains in its own one-thread process, JOBS (default 2) at a time. MINUTES (default 100)
 # bounds each run as a safeguard; a run it stops is reported as not converged. Re-running skips
 # what is done and resumes an interrupted run (delete the output directory to start over).
@@ -27,7 +34,8 @@ MINUTES=${MINUTES:-100}
 MODELS=${MODELS:-tied groc groc-uniform}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 for m in $MODELS; do
-  case $m in tied|groc|groc-uniform) ;; *) echo "$NAME: MODELS takes tied groc groc-uniform, not '$m'" >&2; exit 2 ;; esac
+  case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn) ;;
+    *) echo "$NAME: MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn, not '$m'" >&2; exit 2 ;; esac
 done
 case "$JOBS$MINUTES" in *[!0-9]*) echo "$NAME: JOBS and MINUTES must be whole numbers" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
@@ -51,6 +59,11 @@ model() {
     tied) args=(--output tied) ;;
     groc) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output groc "${lex[@]}" char_init=authors) ;;
     groc-uniform) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output groc "${lex[@]}" char_init=uniform) ;;
+    tied-awd) args=(--output tied emb_dropout=0.4 layer_dropout=0.25 dropout=0.4) ;;
+    groc-add) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output groc "${lex[@]}" char_init=authors combine=add) ;;
+    groc-charcnn) lex=(--lexicon "$OUT/lexicon.parquet")
+      args=(--output groc "${lex[@]}" char_init=authors char_activation=selu highway_activation=selu
+            'char_filters=[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512]]') ;;
   esac
   train "$OUT/runs/$m" "$OUT/emma" "${MODEL[@]}" "${args[@]}"
   capture "$OUT/evals/$m-emma-closed.json" groc eval "$OUT/runs/$m" "$OUT/emma" --split test \

@@ -343,7 +343,9 @@ def quickstart(out: Path, seconds: int) -> None:
     print(f"GroC's new words down-weighted by 0.1 before a cache (paper 5.1). Outputs in {out}/; {seconds} s.")
 
 
-CONVERGE_MODELS = {"tied": "tied", "groc": "GroC, authors' char-CNN init", "groc-uniform": "GroC, B.1 uniform init"}
+CONVERGE_MODELS = {"tied": "tied", "groc": "GroC, authors' char-CNN init", "groc-uniform": "GroC, B.1 uniform init",
+                   "tied-awd": "tied, authors' prefix dropouts", "groc-add": "GroC, forms added (authors' combine)",
+                   "groc-charcnn": "GroC, authors' 1,024-filter selu char-CNN"}
 
 
 def converge(out: Path, models: list[str], seconds: int) -> None:
