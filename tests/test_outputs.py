@@ -89,6 +89,17 @@ def test_force_swaps_in_the_new_run_only_when_it_is_complete(work, tmp_path):
     assert digest(run) != before and leftovers(tmp_path) == []
 
 
+def test_an_empty_directory_is_a_new_run(work, tmp_path):
+    """`mkdir -p runs/x` (or a recipe's lock) before `groc train -o runs/x` is not an existing run."""
+    run = tmp_path / "run"
+    run.mkdir()
+    r = run_groc("train", work / "data", "-o", run, *TINY, "--lr", "nan")
+    assert r.returncode == 2 and "already exists" not in one_error_line(r)
+    assert run.is_dir() and not any(run.iterdir())  # left as it was found
+    run_groc("train", work / "data", "-o", run, "--max-epochs", "1", *TINY, check=True)
+    assert (run / "summary.json").exists() and leftovers(tmp_path) == []
+
+
 @pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 def test_an_interrupted_run_says_where_its_checkpoint_is(work, tmp_path, signum, code, word):
     run = tmp_path / "run"

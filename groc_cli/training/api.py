@@ -188,9 +188,15 @@ def check_new_run_dir(run_dir: Path, force: bool, rank: int, inputs: tuple = ())
     new run is complete); never one of the stage's inputs."""
     if rank != 0:
         return
-    if run_dir.exists() and not force:
+    empty = _empty_dir(run_dir)
+    if run_dir.exists() and not force and not empty:
         raise GrocError(f"run directory {run_dir} already exists; pass --resume to continue it or --force to start over")
-    check_destination(run_dir, force, "-o", "run directory", inputs)
+    check_destination(run_dir, force or empty, "-o", "run directory", inputs)
+
+
+def _empty_dir(path: Path) -> bool:
+    """An existing empty directory (made by `mkdir -p`, or by a recipe): a new run may use it."""
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
 @contextlib.contextmanager
@@ -204,15 +210,16 @@ def run_output(run_dir: Path, resume: bool, force: bool, rank: int, inputs: tupl
     if rank != 0:  # only rank 0 writes; the others never touch the directory
         yield run_dir
         return
+    empty = not resume and _empty_dir(run_dir)
     if not resume:
         check_new_run_dir(run_dir, force, rank, inputs)
-    aside = not resume and run_dir.exists()
+    aside = not resume and run_dir.exists() and not empty
     created = not resume and not aside
     if aside:
         target = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.incomplete-", dir=run_dir.parent))
     else:
         target = run_dir
-        target.mkdir(exist_ok=resume)
+        target.mkdir(exist_ok=resume or empty)
     try:
         yield target
     except BaseException as exc:
@@ -222,7 +229,9 @@ def run_output(run_dir: Path, resume: bool, force: bool, rank: int, inputs: tupl
             where = f"the new run was discarded and {run_dir} is unchanged"
         elif created and not (target / "last" / "model.safetensors").exists():
             shutil.rmtree(target, ignore_errors=True)
-            where = f"nothing was trained, so {run_dir} was removed"
+            if empty:  # leave the directory as it was found
+                target.mkdir(exist_ok=True)
+            where = f"nothing was trained, so {run_dir} was {'emptied' if empty else 'removed'}"
         else:
             where = f"the last checkpoint is kept in {run_dir / 'last'}: continue with --resume"
         if interrupted:
