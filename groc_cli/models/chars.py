@@ -2,8 +2,9 @@
 
 Surface encoding (paper Sec. 3.1; Józefowicz et al., 2016; Kim et al., 2016): UTF-8
 bytes of a word between begin/end markers, a byte embedding (``char_emb``), one
-convolution per filter width with max-pooling over positions, tanh, and
-``highway_layers`` highway layers. The byte alphabet is fixed (256 + 3 symbols), so no
+convolution per filter width with max-pooling over positions, an activation
+(``char_activation``: tanh by default, the authors' code uses selu) and ``highway_layers``
+highway layers (``highway_activation``: relu by default). The byte alphabet is fixed (256 + 3 symbols), so no
 parameter depends on the vocabulary.
 
 Default sizes (``ModelConfig``): 16-dim byte embeddings, 256 filters of widths 1-5
@@ -21,8 +22,9 @@ is exact, none changes the function computed):
   to each (word, filter)'s arg-max window, as a scatter into the small table
   (``WindowConvMax``): autograd's dense [strings * positions, filters] gradient and
   the ``Conv1d`` weight-gradient kernels dominated a training step before;
-* no convolution bias and the tanh after the max-pool: both are monotone, so
-  max(tanh(conv + b)) == tanh(max(conv) + b) with far less elementwise work;
+* no convolution bias and the activation after the max-pool: both are monotone, so
+  max(tanh(conv + b)) == tanh(max(conv) + b) with far less elementwise work (the same for
+  relu and selu);
 * strings are bucketed by byte length, so a bucket needs no masking; windows start at
   every byte of the word but the final EOW and overhang its end into PAD bytes that
   embed to zero, so a word encodes to the same vector alone or in any batch;
@@ -63,8 +65,11 @@ class CharEncoder(nn.Module):
     dominated a training step, and than the equivalent im2col matrix product.
     """
 
-    def __init__(self, char_emb: int, filters: list[tuple[int, int]], highway_layers: int) -> None:
+    def __init__(self, char_emb: int, filters: list[tuple[int, int]], highway_layers: int,
+                 activation=torch.tanh, highway_activation=F.relu) -> None:
         super().__init__()
+        # Both must be monotone non-decreasing (tanh, relu, selu): they are applied after the max-pool.
+        self.activation, self.highway_activation = activation, highway_activation
         self.embedding = nn.Embedding(NUM_SYMBOLS, char_emb, padding_idx=PAD)
         self.char_emb = char_emb
         self.max_width = max(w for w, _ in filters)
@@ -140,14 +145,15 @@ class CharEncoder(nn.Module):
         return WindowConvMax.apply(table, self.offset_first_filter, *tensors)
 
     def finish(self, pooled: torch.Tensor) -> torch.Tensor:
-        """Bias, tanh and the highway layers, row-wise: applied once to every bucket's
-        pooled features together (one large matrix product instead of one per bucket)."""
-        # tanh after the max-pool: both are monotone, so this equals max(tanh(.)).
-        h = torch.tanh(pooled + self.conv_bias)
+        """Bias, activation (tanh by default) and the highway layers, row-wise: applied once to
+        every bucket's pooled features together (one large matrix product instead of one per
+        bucket)."""
+        # The activation after the max-pool: both are monotone, so this equals max(act(.)).
+        h = self.activation(pooled + self.conv_bias)
         for hw in self.highways:
             transform, gate = hw(h).chunk(2, dim=-1)
             gate = torch.sigmoid(gate)
-            h = gate * F.relu(transform) + (1 - gate) * h
+            h = gate * self.highway_activation(transform) + (1 - gate) * h
         return h
 
 

@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .chars import CharEncoder
+
 ACT: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu,
     "selu": F.selu,
@@ -82,6 +84,12 @@ def uniform_(t: torch.Tensor, init_range: float, generator: torch.Generator | No
 
 #: The authors' code initialises its char-CNN, highway and projection weights in ±0.1 (its --init).
 AUTHORS_CHAR_RANGE = 0.1
+
+
+def char_encoder(config) -> CharEncoder:
+    """The char-CNN of a groc or convolutional layer, as config says (filters, activations)."""
+    return CharEncoder(config.char_emb, config.char_filters, config.highway_layers,
+                       ACT[config.char_activation], ACT[config.highway_activation])
 
 
 def init_char_encoder(chars: nn.Module, projection: nn.Linear, config, generator: torch.Generator | None = None) -> None:

@@ -71,6 +71,13 @@ class ModelConfig:
     bias_dropout: float = setting(0.0, "groc: dropout on the composed bias's input e_v (authors' code: 0.2).",
                                   low=0, high=1, high_open=True)
     highway_layers: int = setting(1, "Highway layers after the char-CNN (groc, convolutional).", low=0)
+    char_activation: str = setting("tanh", "Activation after the char-CNN's max-pool (groc, convolutional; "
+                                   "authors' code: selu).", choices=ACTIVATIONS)
+    highway_activation: str = setting("relu", "Activation of the highway layers' transform (groc, convolutional; "
+                                      "authors' code: selu).", choices=ACTIVATIONS)
+    combine: str = setting("concat", "groc: how the surface, relational and definitional encodings make e_x: "
+                           "'concat', W [c; r; d] + b (paper Sec. 3.1, a 3f x d projection), or 'add', W (c + r + d) "
+                           "+ b (the authors' code's default, an f x d projection).", choices=("concat", "add"))
     max_word_chars: int = setting(20, "Characters of a word the char-CNN reads.", low=1, cli=False)
     init_range: float = setting(0.05, "Uniform initialisation range (paper: 0.05).", low=0)
     update_prob: float = setting(1.0, "groc: probability a step updates output-embedding parameters (paper B.4).",

@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .chars import CharEncoder, PlanCache, StringTable
-from .common import (OutputLayer, SoftmaxComposed, init_char_encoder, remap_rows, replace_parameter, uniform_,
-                     variational_dropout)
+from .chars import PlanCache, StringTable
+from .common import (OutputLayer, SoftmaxComposed, char_encoder, init_char_encoder, remap_rows, replace_parameter,
+                     uniform_, variational_dropout)
 
 
 class ConvolutionalOutput(OutputLayer):
@@ -25,7 +25,7 @@ class ConvolutionalOutput(OutputLayer):
         d, r, V = config.emb, config.init_range, len(vocab)
         self.embedding = nn.Parameter(uniform_(torch.empty(V, d), r, generator))
         self.bias = nn.Parameter(uniform_(torch.empty(V), r, generator))
-        self.chars = CharEncoder(config.char_emb, config.char_filters, config.highway_layers)
+        self.chars = char_encoder(config)
         self.out_proj = nn.Linear(self.chars.out_dim, d)
         init_char_encoder(self.chars, self.out_proj, config, generator)
         if config.correction > 0:

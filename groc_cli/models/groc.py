@@ -1,6 +1,6 @@
 """GroC: grounded compositional input and output embeddings (paper Sec. 3.1-3.3).
 
-e_x   = W [c_x; r_x; d_x] + b          (3d x d projection, Sec. 3.1)
+e_x   = W [c_x; r_x; d_x] + b          (3d x d projection, Sec. 3.1; combine='add': W (c_x + r_x + d_x) + b)
 c_x   = highway(charCNN(bytes of x))   surface encoding
 r_x   = mean of c over x's lexicon relations   (0 when none / ``relations=False``)
 d_x   = mean of c over x's definition words    (0 when none / ``definitions=False``)
@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .chars import CharEncoder, PlanCache, StringTable, csr_rows, encode_strings
-from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, init_char_encoder, uniform_
+from .chars import PlanCache, StringTable, csr_rows, encode_strings
+from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, char_encoder, init_char_encoder, uniform_
 from .lexicon import Lexicon
 
 _TABLE_KEYS = ("chars", "lengths", "rel_offsets", "rel_indices", "def_offsets", "def_indices")
@@ -39,9 +39,9 @@ class GroCOutput(OutputLayer):
         super().__init__(config, vocab)
         d = config.emb
         self.lexicon = lexicon if lexicon is not None else Lexicon()
-        self.chars = CharEncoder(config.char_emb, config.char_filters, config.highway_layers)
+        self.chars = char_encoder(config)
         f = self.chars.out_dim
-        self.project = nn.Linear(3 * f, d)
+        self.project = nn.Linear((3 if config.combine == "concat" else 1) * f, d)
         self.net = ResidualOutputNet(d, config.out_depth, config.out_activation, config.out_dropout)
         self.bias_w = nn.Linear(d, 1)
         self.bias_act = ACT[config.bias_activation or config.out_activation]
@@ -96,13 +96,15 @@ class GroCOutput(OutputLayer):
         step = chunk or V
         f = c_all.size(1)
         # W [c; r; d] + b as W_c c + W_r r + W_d d + b: no [V, 3f] concatenation, and an
-        # encoding that is zero for every word (ablation, empty lexicon) costs nothing.
+        # encoding that is zero for every word (ablation, empty lexicon) costs nothing. With
+        # combine='add', W (c + r + d) + b: the three blocks are one W.
         weight = self.project.weight
+        blocks = (slice(0, f), slice(f, 2 * f), slice(2 * f, 3 * f)) if self.config.combine == "concat" else (slice(None),) * 3
         out = []
         for s in range(0, V, step):
             e = min(s + step, V)
             c = c_all[s:e] if word_pos is None else c_all[word_pos[s:e]]
-            y = F.linear(c, weight[:, :f], self.project.bias)
+            y = F.linear(c, weight[:, blocks[0]], self.project.bias)
             for block, use, idx, off in ((1, use_rel, rel_idx, rel_off), (2, use_def, def_idx, def_off)):
                 if use:
                     if s == 0 and e == V:  # the whole table: no slicing, no device sync
@@ -112,7 +114,7 @@ class GroCOutput(OutputLayer):
                         sub_idx = idx[int(sub_off[0]) : int(sub_off[-1])]
                         sub_off = sub_off - sub_off[0]
                     mean = F.embedding_bag(sub_idx, c_all, sub_off, mode="mean", include_last_offset=True)
-                    y = torch.addmm(y, mean, weight[:, block * f : (block + 1) * f].t())
+                    y = torch.addmm(y, mean, weight[:, blocks[block]].t())
             out.append(y)
         return torch.cat(out, dim=0) if len(out) > 1 else out[0]
 

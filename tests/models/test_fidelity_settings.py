@@ -78,3 +78,36 @@ def test_bias_activation_and_dropout():
     torch.manual_seed(1)
     b2 = dropped.compose(grad=False).bias
     assert not torch.equal(b1, b2)  # a fresh dropout mask on the estimator's input each step
+
+
+def test_combine_add_is_one_projection_of_the_summed_forms():
+    """combine='add' (the authors' default): e_x = W (c + r + d) + b with one f x d weight, so it
+    equals combine='concat' whose three blocks are that same W."""
+    add = make("groc", seed=4, combine="add").output_layer
+    concat = make("groc", seed=4).output_layer
+    f = add.chars.out_dim
+    assert tuple(add.project.weight.shape) == (concat.project.weight.shape[0], f)
+    with torch.no_grad():
+        concat.load_state_dict({k: v for k, v in add.state_dict().items() if not k.startswith("project.")}, strict=False)
+        concat.project.weight.copy_(add.project.weight.repeat(1, 3))
+        concat.project.bias.copy_(add.project.bias)
+    add.eval(), concat.eval()
+    assert torch.allclose(add.compose_inputs(), concat.compose_inputs(), atol=1e-6)
+    some = torch.tensor([1, 3, 5])
+    assert torch.allclose(add.compose_inputs(some), add.compose_inputs()[some], atol=1e-6)
+
+
+def test_char_activations():
+    """char_activation/highway_activation: the authors' code uses selu for both; tanh/relu stay
+    the default, so a default model is unchanged."""
+    base = make("groc", seed=5).output_layer
+    same = make("groc", seed=5, char_activation="tanh", highway_activation="relu").output_layer
+    selu = make("groc", seed=5, char_activation="selu", highway_activation="selu").output_layer
+    for layer in (base, same, selu):
+        layer.eval()
+    assert torch.equal(base.compose_inputs(), same.compose_inputs())
+    pooled = torch.randn(4, base.chars.out_dim)
+    h = base.chars.finish(pooled)
+    assert not torch.equal(selu.chars.finish(pooled), h)
+    selu.chars.highways = torch.nn.ModuleList()  # without the highway: selu of the pooled features
+    assert torch.allclose(selu.chars.finish(pooled), torch.nn.functional.selu(pooled + selu.chars.conv_bias))
