@@ -193,3 +193,25 @@ def test_missing_run_vocabulary(work):
     (work / "run" / "vocab.parquet").unlink()
     refused(work, ["dump", "run", "ds", "--split", "valid", "-o", "st2", "--device", "cpu"], "run/vocab.parquet",
             "groc train")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing", "foreign"])
+def test_damaged_lexicon_copy_of_a_groc_run(pristine, tmp_path, monkeypatch, damage):
+    """A GroC run keeps a copy of its lexicon table: damaged or gone, it is named (never a traceback,
+    never a model silently built without relations and definitions)."""
+    groc_run = pristine / "groc-run"
+    if not groc_run.exists():
+        run_groc("lexicon", "--vocab", pristine / "ds", "-o", pristine / "lex.parquet", check=True)
+        run_groc("train", pristine / "ds", "-o", groc_run, "--output", "groc", "--lexicon", pristine / "lex.parquet",
+                 "--max-tokens", "100", *TINY, check=True)
+    for name in ("ds", "groc-run"):
+        shutil.copytree(pristine / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    lexicon = tmp_path / "groc-run" / "lexicon.parquet"
+    if damage == "truncated":
+        lexicon.write_bytes(lexicon.read_bytes()[:200])
+    elif damage == "missing":
+        lexicon.unlink()
+    else:
+        shutil.copyfile(tmp_path / "groc-run" / "vocab.parquet", lexicon)
+    refused(tmp_path, ["eval", "groc-run", "ds", "--split", "valid"], "groc-run/lexicon.parquet", "groc lexicon")

@@ -81,9 +81,9 @@ def load_lexicon(path, kind: str):
         raise GrocError(f"--lexicon applies to GroC models only (this run's output layer is {kind})")
     if not Path(path).is_file():
         raise GrocError(f"--lexicon {path}: no such file; build one with 'groc lexicon'")
-    from ..models import Lexicon
+    from ..training.run import read_lexicon
 
-    return Lexicon.from_parquet(Path(path))
+    return read_lexicon(Path(path), "build one with 'groc lexicon --vocab DATASET -o FILE'")
 
 
 def load_model(run, checkpoint: str, device: torch.device, vocab: EvalVocab, lexicon=None):

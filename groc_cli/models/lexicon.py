@@ -22,6 +22,11 @@ class Lexicon:
         missing = {"word", "relations", "definition"} - set(table.column_names)
         if missing:
             raise ValueError(f"{path}: lexicon table lacks column(s) {', '.join(sorted(missing))}")
+        return cls.from_table(table)
+
+    @classmethod
+    def from_table(cls, table) -> "Lexicon":
+        """A pyarrow table with columns word, relations and definition."""
         words = table.column("word").to_pylist()
         rels = table.column("relations").to_pylist()
         defs = table.column("definition").to_pylist()

@@ -150,7 +150,7 @@ def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_
         check_new_run_dir(run_dir, force, rank, inputs=(run_src, dataset_dir, lexicon_path))
     lexicon = None
     if source.model_config.output == "groc":
-        lexicon = check_lexicon(lexicon_path, [], True) if lexicon_path else Lexicon.from_parquet(source.lexicon_path)
+        lexicon = check_lexicon(lexicon_path, [], True) if lexicon_path else source.read_lexicon()
     seed_everything(train_config.seed, train_config.deterministic)
     model, old_words, old_counts = source.build("best", lexicon=lexicon, device="cpu")
     old = set(old_words)

@@ -48,6 +48,21 @@ def read_vocab(run_dir: Path) -> tuple[list[str], list[int]]:
     return table.column("word").to_pylist(), table.column("count").to_pylist()
 
 
+_LEXICON_COLUMNS = {"word": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+                    "relations": pa.types.is_list, "definition": pa.types.is_list}
+
+
+def read_lexicon(path: Path, rebuild: str) -> Lexicon:
+    """A lexicon table from 'groc lexicon'; a missing, truncated or foreign file is one DamagedInput
+    naming it and `rebuild`."""
+    return Lexicon.from_table(read_parquet(Path(path), _LEXICON_COLUMNS, rebuild))
+
+
+def _relexicon(run_dir: Path) -> str:
+    return (f"copy the lexicon table the run was trained with to {run_dir / 'lexicon.parquet'} "
+            f"('groc lexicon' writes one), or {_retrain(run_dir)}")
+
+
 def _retrain(run_dir: Path) -> str:
     return f"re-train the run ('groc train' or 'groc finetune' with -o {run_dir} --force)"
 
@@ -195,6 +210,13 @@ class Run:
         path = self.path / "lexicon.parquet"
         return path if path.exists() else None
 
+    def read_lexicon(self) -> Lexicon | None:
+        """The lexicon a GroC run was trained with (its copy in the run directory); None for the
+        other output layers."""
+        if self.model_config.output != "groc":
+            return None
+        return read_lexicon(self.path / "lexicon.parquet", _relexicon(self.path))
+
     def checkpoint(self, which: str = "best") -> Path:
         directory = self.path / which
         if not (directory / "model.safetensors").exists():
@@ -206,8 +228,8 @@ class Run:
 
     def build(self, which: str = "best", lexicon: Lexicon | None = None, device: str | torch.device = "cpu"):
         words, counts = read_vocab(self.path)
-        if lexicon is None and self.lexicon_path is not None:
-            lexicon = Lexicon.from_parquet(self.lexicon_path)
+        if lexicon is None:
+            lexicon = self.read_lexicon()
         try:
             model = build_model(self.model_config, words, lexicon=lexicon, counts=counts)
         except ValueError as exc:
