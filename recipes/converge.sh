@@ -21,7 +21,8 @@
 #   groc-charcnn  GroC (authors' init) with the authors' char-CNN: widths 1-6 with 32-512 filters
 #                 (1,024), selu after the convolution and in the highway
 # Each trains in its own one-thread process, JOBS (default 2) at a time. MINUTES (default 100)
-# bounds each run as a safeguard; a run it stops is reported as not converged. Re-running skips
+# bounds each run as a safeguard; a run it stops is reported as not converged, and so is one
+# that EPOCHS (default 100; e.g. EPOCHS=1 for a same-budget A/B of a slow variant) stops. Re-running skips
 # what is done and resumes an interrupted run (delete the output directory to start over).
 NAME=converge
 source "$(dirname "$0")/lib/steps.sh"
@@ -31,13 +32,14 @@ SAMPLE=groc_cli/data
 LINES=${LINES:-2500}
 JOBS=${JOBS:-2}
 MINUTES=${MINUTES:-100}
+EPOCHS=${EPOCHS:-100}
 MODELS=${MODELS:-tied groc groc-uniform}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 for m in $MODELS; do
   case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn) ;;
     *) echo "$NAME: MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn, not '$m'" >&2; exit 2 ;; esac
 done
-case "$JOBS$MINUTES" in *[!0-9]*) echo "$NAME: JOBS and MINUTES must be whole numbers" >&2; exit 2 ;; esac
+case "$JOBS$MINUTES$EPOCHS" in *[!0-9]*) echo "$NAME: JOBS, MINUTES and EPOCHS must be whole numbers" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 LOG=$OUT/commands.log
 printf '# %s recipes/converge.sh MODELS="%s" (groc %s)\n' "$(date -u +%FT%TZ)" "$MODELS" "$(groc --version | cut -d' ' -f2)" >> "$LOG"
@@ -50,7 +52,7 @@ for pair in near:austen-persuasion far:chesterton-thursday; do
 done
 step "$OUT/lexicon.parquet" groc lexicon --vocab "$OUT/emma" --vocab "$OUT/near" --vocab "$OUT/far" -o "$OUT/lexicon.parquet"
 
-MODEL=(--emb 128 --hidden 256 --dropout 0.3 --seed 1 --log-every 500 --max-epochs 100 --max-minutes "$MINUTES")
+MODEL=(--emb 128 --hidden 256 --dropout 0.3 --seed 1 --log-every 500 --max-epochs "$EPOCHS" --max-minutes "$MINUTES")
 # model NAME: train NAME to convergence, then evaluate it closed-vocabulary on Emma's test split
 # (with per-token records for the per-frequency comparison) and open-vocabulary on all three.
 model() {

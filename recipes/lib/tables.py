@@ -360,7 +360,7 @@ def converge(out: Path, models: list[str], seconds: int) -> None:
               minutes=s["seconds"] / 60, valid=s["best_valid_ppl"], test_closed=ev["emma-closed"],
               test_open=ev["emma-open"], near_open=ev["near-open"], far_open=ev["far-open"])
     notes = ["stopped: early-stopping = 8 epochs without validation improvement (converged); max-minutes = the "
-             "MINUTES safeguard (not converged).",
+             "MINUTES safeguard, max-epochs = EPOCHS (not converged).",
              "closed: the model's vocabulary (<unk> for words seen once); open: --vocab union, every test word scored "
              "(tied gives unseen words a uniform share, GroC composes them).",
              f"Outputs in {out}/; {seconds} s in all."]
