@@ -52,9 +52,9 @@ def _root(
 
 def _register() -> None:
     # A command module that fails to import is a bug to see, not a command to hide.
-    from .commands import compare, dump, eval, finetune, lexicon, prepare, score, tokenize, train
+    from .commands import compare, dump, eval, finetune, lexicon, plot, prepare, score, tokenize, train
 
-    for module in (tokenize, prepare, lexicon, train, finetune, dump, eval, score, compare):
+    for module in (tokenize, prepare, lexicon, train, finetune, dump, eval, score, compare, plot):
         module.register(app)
 
 

@@ -121,3 +121,48 @@ def curves(series: dict[str, Sequence[tuple[float, float]]], path: Path, xlabel:
     ax.grid(linewidth=0.4, alpha=0.5)
     ax.legend(fontsize=8)
     _save(fig, path)
+
+
+def training_curves(runs: dict[str, dict], path: Path, smooth: int = 50, title: str = "") -> None:
+    """Training curves of one or several runs (`groc plot`): left, the training loss per step
+    (a moving average over `smooth` steps) against training tokens; right, training (dashed) and
+    validation (solid) perplexity per epoch. Each run: {"steps": [(tokens, loss)], "epochs":
+    [(epoch, train_ppl, valid_ppl)]}; a run without per-step rows (trained before groc logged
+    them) has only its epochs."""
+    if not runs:
+        raise GrocError("training_curves: no runs to plot")
+    fig = _figure(10.0, 3.8)
+    left, right = fig.subplots(1, 2)
+    colors = [f"C{i % 10}" for i in range(len(runs))]
+    for (name, run), color in zip(runs.items(), colors):
+        steps = run.get("steps") or []
+        if steps:
+            window = max(1, min(smooth, len(steps)))
+            tokens = [t for t, _ in steps]
+            losses = [loss for _, loss in steps]
+            running, averaged = 0.0, []
+            for i, loss in enumerate(losses):
+                running += loss - (losses[i - window] if i >= window else 0.0)
+                averaged.append(running / min(i + 1, window))
+            left.plot(tokens, averaged, color=color, linewidth=1.0, label=name)
+        epochs = run.get("epochs") or []
+        if epochs:
+            x = [e for e, _, _ in epochs]
+            right.plot(x, [_number(t) for _, t, _ in epochs], color=color, linestyle="--", marker=".", linewidth=1.0)
+            right.plot(x, [_number(v) for _, _, v in epochs], color=color, marker="o", markersize=3, linewidth=1.2,
+                       label=name)
+    from matplotlib.ticker import MaxNLocator
+
+    left.set_xlabel("training tokens")
+    left.set_ylabel(f"training loss (nats; mean of {smooth} steps)")
+    right.set_xlabel("epoch")
+    right.set_ylabel("perplexity (solid: validation, dashed: training)")
+    right.set_yscale("log")
+    right.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in (left, right):
+        ax.grid(linewidth=0.4, alpha=0.5)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    _save(fig, path)

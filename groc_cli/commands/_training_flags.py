@@ -7,17 +7,46 @@ import time
 
 import typer
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from ..console import err, log
 
 
 class StepProgress:
-    """Loss, perplexity, tokens/s and ETA on stderr: a live line on a terminal, a log line every N steps otherwise."""
+    """Training progress on stderr: on a terminal a rich progress bar over the epoch's steps with
+    loss, perplexity and tokens/s; otherwise a log line every N steps. The ETA is the time to the
+    end of the epoch or to the budget (--max-tokens, --max-minutes), whichever comes first. Use as
+    a context manager around training."""
 
     def __init__(self, log_every: int):
         self.log_every = log_every
         self.live = err.is_terminal
-        self.last = time.perf_counter()
-        self.last_tokens = 0
+        self.bar: Progress | None = None
+        self.task = None
+        self.epoch = None
+
+    def __enter__(self) -> "StepProgress":
+        if self.live:
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err, transient=True)
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    @staticmethod
+    def eta(trainer, steps_per_epoch: int, step_in_epoch: int) -> tuple[float, str]:
+        """Seconds left and what ends first: the epoch or a budget."""
+        pos, cfg = trainer.pos, trainer.config
+        per_step = pos.epoch_seconds / max(step_in_epoch, 1)
+        options = [((steps_per_epoch - step_in_epoch) * per_step, "epoch")]
+        if cfg.max_tokens is not None and pos.epoch_tokens:
+            options.append((max(cfg.max_tokens - pos.tokens, 0) * pos.epoch_seconds / pos.epoch_tokens, "--max-tokens"))
+        if cfg.max_minutes is not None:
+            options.append((max(60 * cfg.max_minutes - pos.seconds, 0.0), "--max-minutes"))
+        return min(options)
 
     def __call__(self, trainer, steps_per_epoch: int) -> None:
         pos = trainer.pos
@@ -26,13 +55,18 @@ class StepProgress:
             return
         loss = pos.epoch_loss / max(pos.epoch_tokens, 1)
         rate = pos.epoch_tokens / max(pos.epoch_seconds, 1e-9)
-        eta = (steps_per_epoch - step_in_epoch) * pos.epoch_seconds / max(step_in_epoch, 1)
-        line = (f"epoch {pos.epoch} step {step_in_epoch}/{steps_per_epoch}  loss {loss:.3f}  ppl {math.exp(min(loss, 50)):.1f}  "
-                f"{rate:,.0f} tok/s  epoch ETA {eta:,.0f}s")
-        if self.live:
-            err.print(line, end="\r", markup=False)
+        eta, until = self.eta(trainer, steps_per_epoch, step_in_epoch)
+        info = (f"loss {loss:.3f}  ppl {math.exp(min(loss, 50)):.1f}  {rate:,.0f} tok/s  "
+                f"{'epoch' if until == 'epoch' else until} ETA {eta:,.0f}s")
+        if self.bar is not None:
+            if self.epoch != pos.epoch:
+                if self.task is not None:
+                    self.bar.remove_task(self.task)
+                self.task = self.bar.add_task(f"epoch {pos.epoch}", total=steps_per_epoch, info="")
+                self.epoch = pos.epoch
+            self.bar.update(self.task, completed=step_in_epoch, info=info)
         else:
-            log(line)
+            log(f"epoch {pos.epoch} step {step_in_epoch}/{steps_per_epoch}  {info}")
 
 
 COMMON = {

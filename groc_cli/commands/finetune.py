@@ -46,8 +46,9 @@ def finetune(
         raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")
     # The model's settings are the trained run's; a --config (even a run's config.json) gives training settings only.
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides, fixed=("model",))
-    summary = finetune_run(run, dataset, output_dir, built["train"], lexicon, device, resume, force,
-                           StepProgress(built["train"].log_every), given=S.given(ctx), verify=verify)
+    with StepProgress(built["train"].log_every) as progress:
+        summary = finetune_run(run, dataset, output_dir, built["train"], lexicon, device, resume, force,
+                               progress, given=S.given(ctx), verify=verify)
     if json_out:
         emit_json(summary)
 

@@ -53,8 +53,9 @@ def train(
     model_config = built["model"]
     if lexicon is not None and model_config.output != "groc":
         raise GrocError("--lexicon is used by --output groc only")
-    summary = train_new(dataset, output_dir, model_config, built["train"], lexicon, device, resume, force,
-                        StepProgress(built["train"].log_every), given=S.given(ctx), verify=verify)
+    with StepProgress(built["train"].log_every) as progress:
+        summary = train_new(dataset, output_dir, model_config, built["train"], lexicon, device, resume, force,
+                            progress, given=S.given(ctx), verify=verify)
     if json_out:
         emit_json(summary)
 

@@ -178,9 +178,13 @@ def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_
         return _fit(model, train, valid, train_config, target, device, rank, world, saved, progress, config, run_dir)
 
 
+# Settings a --resume may change: the budgets, and how often it reports.
+RESUME_MAY_CHANGE = ("max_epochs", "max_tokens", "max_minutes", "log_every")
+
+
 def _budget_overrides(cfg: TrainConfig) -> dict:
     # On --resume the stored configuration wins, except the budgets a user may extend.
-    return {k: getattr(cfg, k) for k in ("max_epochs", "max_tokens", "max_minutes") if getattr(cfg, k) is not None}
+    return {k: getattr(cfg, k) for k in RESUME_MAY_CHANGE if getattr(cfg, k) is not None}
 
 
 def check_new_run_dir(run_dir: Path, force: bool, rank: int, inputs: tuple = ()) -> None:
@@ -260,7 +264,7 @@ def _check_resumed_settings(stored: dict, *, given: dict, model_config: ModelCon
                             train_config: TrainConfig | None = None) -> None:
     """--resume continues with the run's stored settings; a setting given on the command line that
     differs from them is refused rather than silently ignored (budgets may be extended)."""
-    budgets = {"max_epochs", "max_tokens", "max_minutes"}
+    budgets = set(RESUME_MAY_CHANGE)
     differ = []
     for section, cfg in (("model", model_config), ("train", train_config)):
         if cfg is None:
@@ -290,7 +294,12 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
     trainer = Trainer(model, train_cols, valid_cols, cfg, run_dir, device, on_epoch=on_epoch)
     if saved is not None:
         trainer.resume(saved)
-        log(f"resuming {run_dir} at epoch {trainer.pos.epoch}, step {trainer.pos.step}")
+        spent = trainer.spent_budget()
+        if spent:
+            log(f"{final_dir} has already spent its budget (--{spent} {getattr(cfg, spent.replace('-', '_')):g}): "
+                f"nothing to train; give a larger --{spent} with --resume to continue")
+        else:
+            log(f"resuming {run_dir} at epoch {trainer.pos.epoch}, step {trainer.pos.step}")
     result = trainer.train(progress=progress)
     summary = {"run": str(final_dir), "parameters": config["parameters"], **result,
                "final": trainer.metrics[-1] if trainer.metrics else None}

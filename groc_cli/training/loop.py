@@ -4,6 +4,11 @@ Paper B.1 defaults: Adam 1e-3, batch 20, BPTT 35, gradient-norm clip 0.1, learni
 x0.1 after 4 epochs without validation improvement, early stop after 8. Checkpoints carry
 the optimizer, the schedule, every RNG state, the carried hidden state and the data
 position, so `--resume` ends with the same weights and metrics as an uninterrupted run.
+
+A run directory holds two metrics tables: `metrics.parquet`, one row per epoch (train and
+validation perplexity), and `steps.parquet`, one row per optimizer step (loss, learning rate,
+gradient norm, tokens/s), rewritten atomically at most every STEPS_FLUSH_SECONDS and before
+every checkpoint, so a killed run keeps what it logged.
 """
 
 from __future__ import annotations
@@ -19,10 +24,18 @@ import torch
 import torch.distributed as dist
 
 from ..artifacts import atomic_path, provenance, write_parquet
+from ..console import log
 from ..errors import GrocError
 from ..settings import check_fields, setting
 from .run import save_weights
 from .seed import rng_state, set_rng_state
+
+
+STEPS_FLUSH_SECONDS = 10.0
+STEP_COLUMNS = (("step", pa.int64()), ("epoch", pa.int64()), ("tokens", pa.int64()), ("loss", pa.float64()),
+                ("objective", pa.float64()), ("lr", pa.float64()), ("grad_norm", pa.float64()),
+                ("tokens_per_s", pa.float64()), ("seconds", pa.float64()))
+STEPS_SCHEMA = pa.schema(STEP_COLUMNS)
 
 
 @dataclass
@@ -131,6 +144,8 @@ class Trainer:
         self.update_gen = torch.Generator().manual_seed(config.seed + 7919)
         self.pos = Position()
         self.metrics: list[dict] = []
+        self.steps: list[tuple] = []  # one row of STEP_COLUMNS per optimizer step
+        self._steps_flushed = time.monotonic()
         self.state = None
         self.on_epoch = on_epoch
 
@@ -155,17 +170,52 @@ class Trainer:
         self.update_gen.set_state(saved["update_gen"])
         flat = saved["hidden"]
         self.state = [(flat[i].to(self.device), flat[i + 1].to(self.device)) for i in range(0, len(flat), 2)] or None
+        self.steps = self._logged_steps()
+
+    def _logged_steps(self) -> list[tuple]:
+        """The per-step rows logged before the checkpoint being resumed (the later ones of a killed
+        run are dropped: they are trained again). An unreadable log restarts empty."""
+        import pyarrow.parquet as pq
+
+        path = self.run_dir / "steps.parquet"
+        if self.rank != 0 or not path.is_file():
+            return []
+        try:
+            table = pq.read_table(path, columns=[name for name, _ in STEP_COLUMNS])
+        except (pa.ArrowException, OSError):
+            log(f"warning: {path} is unreadable; the per-step log restarts at step {self.pos.step + 1}")
+            return []
+        return [row for row in zip(*(table.column(n).to_pylist() for n, _ in STEP_COLUMNS)) if row[0] <= self.pos.step]
 
     def checkpoint(self) -> None:
         if self.rank == 0:
             save_weights(self.model, self.run_dir / "last", self._trainer_state())
 
     def _write_metrics(self) -> None:
-        if self.rank != 0 or not self.metrics:
+        """metrics.parquet (per epoch) and steps.parquet (per step), each replaced atomically."""
+        if self.rank != 0:
             return
-        columns = {k: [m.get(k) for m in self.metrics] for k in self.metrics[0]}
-        with atomic_path(self.run_dir / "metrics.parquet") as tmp:
-            write_parquet(pa.table(columns), tmp, provenance("train", what="per-epoch metrics"))
+        self._steps_flushed = time.monotonic()
+        if self.steps:
+            columns = [pa.array(list(c), type=t) for c, (_, t) in zip(zip(*self.steps), STEP_COLUMNS)]
+            with atomic_path(self.run_dir / "steps.parquet") as tmp:
+                write_parquet(pa.Table.from_arrays(columns, schema=STEPS_SCHEMA), tmp,
+                              provenance("train", what="per-step metrics"))
+        if self.metrics:
+            columns = {k: [m.get(k) for m in self.metrics] for k in self.metrics[0]}
+            with atomic_path(self.run_dir / "metrics.parquet") as tmp:
+                write_parquet(pa.table(columns), tmp, provenance("train", what="per-epoch metrics"))
+
+    def spent_budget(self) -> str | None:
+        """The budget a resumed run has already used up ('max-tokens', 'max-minutes', 'max-epochs'), if any."""
+        cfg = self.config
+        if cfg.max_tokens is not None and self.pos.tokens >= cfg.max_tokens:
+            return "max-tokens"
+        if cfg.max_minutes is not None and self.pos.seconds >= 60 * cfg.max_minutes:
+            return "max-minutes"
+        if self.pos.epoch > cfg.max_epochs:
+            return "max-epochs"
+        return None
 
     # -- the loop ------------------------------------------------------------------------
     def _set_lr(self, lr: float) -> None:
@@ -197,7 +247,7 @@ class Trainer:
         cfg = self.config
         model = self.model
         steps_per_epoch = len(range(0, self.train_cols.size(0) - 1, cfg.bptt))
-        stop_reason = None
+        stop_reason = self.spent_budget()  # a resumed run may have nothing left to train
         started = time.perf_counter() - self.pos.seconds
         while self.pos.epoch <= cfg.max_epochs and stop_reason is None:
             model.train()
@@ -207,6 +257,7 @@ class Trainer:
             partial = False
             starts = range(self.pos.batch, self.train_cols.size(0) - 1, cfg.bptt)
             for i in starts:
+                step_start = time.perf_counter()
                 n = min(cfg.bptt, self.train_cols.size(0) - 1 - i)
                 x = self.train_cols[i : i + n].to(self.device, non_blocking=True)
                 y = self.train_cols[i + 1 : i + 1 + n].to(self.device, non_blocking=True)
@@ -242,8 +293,13 @@ class Trainer:
                 self.pos.tokens += tokens
                 self.pos.epoch_tokens += tokens
                 self.pos.epoch_loss += nll_sum * self.world
-                self.pos.epoch_seconds = time.perf_counter() - epoch_start
-                self.pos.seconds = time.perf_counter() - started
+                now = time.perf_counter()
+                self.pos.epoch_seconds = now - epoch_start
+                self.pos.seconds = now - started
+                self.steps.append((self.pos.step, self.pos.epoch, self.pos.tokens, nll_sum / y.numel(), value, self.lr,
+                                   norm_value, tokens / max(now - step_start, 1e-9), self.pos.seconds))
+                if time.monotonic() - self._steps_flushed >= STEPS_FLUSH_SECONDS:
+                    self._write_metrics()
                 if progress is not None:
                     progress(self, steps_per_epoch)
                 if cfg.max_tokens is not None and self.pos.tokens >= cfg.max_tokens:
@@ -254,6 +310,7 @@ class Trainer:
                     partial = self.pos.batch < self.train_cols.size(0) - 1
                     break
                 if cfg.checkpoint_every and self.pos.step % cfg.checkpoint_every == 0:
+                    self._write_metrics()
                     self.checkpoint()
             stop_reason = self._end_epoch(partial) or stop_reason
         if stop_reason is None:

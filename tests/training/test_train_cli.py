@@ -106,8 +106,10 @@ def _weights(run):
 
 
 def _metrics(run):
+    """Per-epoch and per-step metrics without the wall-clock columns."""
     rows = pq.read_table(run / "metrics.parquet").to_pylist()
-    return [{k: v for k, v in r.items() if k not in ("seconds", "tokens_per_s")} for r in rows]
+    steps = pq.read_table(run / "steps.parquet", columns=["step", "epoch", "tokens", "loss", "lr", "grad_norm"])
+    return [{k: v for k, v in r.items() if k not in ("seconds", "tokens_per_s")} for r in rows], steps.to_pylist()
 
 
 def test_resume_after_kill_matches_uninterrupted_run(tiny, tmp_path):

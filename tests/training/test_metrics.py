@@ -1,0 +1,91 @@
+"""Training curves (issue 17): per-step metrics written as training goes and kept by a killed run,
+a resumed run whose budget is spent, the budget-aware ETA, and `groc plot`."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pyarrow.parquet as pq
+import pytest
+
+from groc_cli.commands._training_flags import StepProgress
+from tests.conftest import REPO, TEST_ENV, default_signals, run_groc
+
+TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+COLUMNS = ["step", "epoch", "tokens", "loss", "objective", "lr", "grad_norm", "tokens_per_s", "seconds"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("metrics")
+    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "6000,1000",
+             "-o", root / "data", check=True)
+    return root / "data"
+
+
+def steps(run):
+    return pq.read_table(run / "steps.parquet").to_pydict()
+
+
+def test_every_step_is_logged_and_a_killed_run_keeps_its_log(data, tmp_path):
+    run = tmp_path / "run"
+    args = ["train", data, "-o", run, *TINY, "--max-epochs", "1000", "--patience", "1000", "--checkpoint-every", "20"]
+    proc = subprocess.Popen([sys.executable, "-m", "groc_cli", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
+    deadline = time.monotonic() + 120
+    while not (run / "last" / "trainer.pt").exists():  # the log is written before each checkpoint
+        assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint was written"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed = steps(run)
+    assert list(killed) == COLUMNS and len(killed["step"]) >= 20
+    assert killed["step"] == list(range(1, len(killed["step"]) + 1))
+    # Resumed (one epoch in all), the log continues from the checkpoint without gaps or repeats.
+    done = json.loads(run_groc("train", data, "-o", run, "--resume", "--max-epochs", "1", "--json", check=True).stdout)
+    log = steps(run)
+    assert log["step"] == list(range(1, done["steps"] + 1))
+    assert log["tokens"][-1] == done["tokens"] and log["tokens"] == sorted(log["tokens"])
+    assert all(g > 0 for g in log["grad_norm"]) and all(lr == pytest.approx(1e-3) for lr in log["lr"])
+    assert sum(log["loss"][-10:]) < sum(log["loss"][:10])  # it learns
+
+
+def test_a_resumed_run_whose_budget_is_spent_trains_nothing(data, tmp_path):
+    run = tmp_path / "run"
+    first = json.loads(run_groc("train", data, "-o", run, *TINY, "--max-tokens", "600", "--json", check=True).stdout)
+    before = {name: (run / name).read_bytes() for name in ("metrics.parquet", "steps.parquet")}
+    again = run_groc("train", data, "-o", run, "--resume", "--json", check=True)
+    assert "already spent its budget (--max-tokens 600)" in again.stderr.decode()
+    assert json.loads(again.stdout)["steps"] == first["steps"]
+    assert {name: (run / name).read_bytes() for name in before} == before
+
+
+def test_the_eta_stops_at_the_budget():
+    pos = SimpleNamespace(epoch_seconds=10.0, epoch_tokens=1000, tokens=1000, seconds=10.0)
+    def trainer(**cfg):
+        return SimpleNamespace(pos=pos, config=SimpleNamespace(**{"max_tokens": None, "max_minutes": None, **cfg}))
+    # 10 of 100 steps in 10 s: the epoch ends in 90 s ...
+    assert StepProgress.eta(trainer(), 100, 10) == (90.0, "epoch")
+    # ... but 500 tokens more at 100 tokens/s take 5 s, and one minute of budget leaves 50 s.
+    assert StepProgress.eta(trainer(max_tokens=1500), 100, 10) == (5.0, "--max-tokens")
+    assert StepProgress.eta(trainer(max_minutes=1), 100, 10) == (50.0, "--max-minutes")
+
+
+def test_plot_draws_several_runs(data, tmp_path):
+    pytest.importorskip("matplotlib")
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for run, seed in zip(runs, ("1", "2")):
+        run_groc("train", data, "-o", run, *TINY, "--max-epochs", "2", "--seed", seed, check=True)
+    png = tmp_path / "curves.png"
+    result = json.loads(run_groc("plot", *runs, "-o", png, check=True).stdout)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert result["epochs"] == {"a": 2, "b": 2} and result["steps"]["a"] == len(steps(runs[0])["step"]) > 0
+    again = run_groc("plot", *runs, "-o", png)
+    assert again.returncode == 2 and "--force" in again.stderr.decode()
+    not_a_run = run_groc("plot", data, "-o", tmp_path / "x.png")
+    assert not_a_run.returncode == 2 and "is not a run directory" in not_a_run.stderr.decode()
+    assert not (tmp_path / "x.png").exists()
