@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..artifacts import claim_output
 from ..console import emit_json
-from ..evaluation.perplexity import EvalSettings, evaluate
+from ..errors import GrocError
+from ..evaluation.perplexity import EvalSettings, evaluate, parse_grid
 from ._inputs import VERIFY
 
 EPILOG = """[bold]Examples[/bold]
@@ -23,7 +26,7 @@ EPILOG = """[bold]Examples[/bold]
 
   groc dump runs/ptb-tied data/ptb --split test -o states/ptb-test && groc eval runs/ptb-tied data/ptb --states states/ptb-test --cache local
 
-  groc eval runs/ptb-tied data/ptb --states states/ptb-valid --cache local --grid "cache-weight=0.02,0.05,0.1;theta=0.1,0.3,0.5" --grid-out grid.parquet
+  groc eval runs/ptb-tied data/ptb --states states/ptb-valid --cache local --grid "cache-weight=0.02,0.05,0.1;theta=0.1,0.3,0.5" --grid-out grid.parquet --plot grid.png
 
   groc eval runs/ptb-tied data/ptb --split valid --cache unbounded --index IVF256,PQ32 --index-save ptb.ivf && groc eval runs/ptb-tied data/ptb --cache unbounded --index IVF256,PQ32 --index-load ptb.ivf
 
@@ -74,6 +77,8 @@ def eval_command(
                                        "(local), knn, kernel, bandwidth-scale (unbounded); the others keep their flag's value."),
     grid_out: Optional[Path] = typer.Option(None, "--grid-out", help="With --grid: write the table (one row per setting, "
                                             "best marked) as Parquet."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="With --grid of one or two settings: draw the perplexity of "
+                                        "each combination as a PNG heatmap, best outlined (needs matplotlib)."),
     lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="GroC: use this lexicon table instead of the run's own "
                                            "(other coverage, Table 4; relations of new words in --vocab union)."),
     per_token: Optional[Path] = typer.Option(None, "--per-token", help="Write one Parquet row per prediction: position, word, in_train, "
@@ -83,7 +88,7 @@ def eval_command(
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
     chunk: int = typer.Option(256, "--chunk", help="Positions run through the LSTM at once (results do not depend on it)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out or --index-save file."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out, --plot or --index-save file."),
     verify: bool = VERIFY,
 ) -> None:
     """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
@@ -93,8 +98,35 @@ def eval_command(
         bandwidth_scale=bandwidth_scale, index_train=index_train, index_save=_str(index_save), index_load=_str(index_load),
         datastore=datastore, grid=grid, lexicon=_str(lexicon), checkpoint=checkpoint, chunk=chunk, device=device,
     )
-    emit_json(evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
-                       vocab_given=vocab is not None, split_given=split is not None, grid_out=grid_out, verify=verify))
+    with contextlib.ExitStack() as outputs:
+        axes = _plot_axes(plot, grid, cache)
+        if plot is not None:
+            outputs.enter_context(claim_output(plot, force, "--plot", "file", inputs=(run_dir, dataset, states)))
+        result = evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
+                          vocab_given=vocab is not None, split_given=split is not None, grid_out=grid_out, verify=verify)
+        if plot is not None:
+            from ..plots import heatmap
+
+            rows = [{**row, "cache": cache} for row in result["grid"]]
+            heatmap(rows, axes[0], axes[1], "perplexity", plot,
+                    title=f"{Path(run_dir).name} on {result.get('split', settings.split)}: perplexity, {cache} cache")
+            result["plot"] = str(plot)
+    emit_json(result)
+
+
+def _plot_axes(plot: Optional[Path], grid: Optional[str], cache: str) -> tuple[str, str]:
+    """The heatmap's x and y columns for --plot (checked, with matplotlib, before any work)."""
+    if plot is None:
+        return ("", "")
+    if grid is None:
+        raise GrocError("--plot draws a --grid: add --grid, e.g. --grid 'cache-weight=0.05,0.1;theta=0.1,0.3'")
+    names = [name.replace("-", "_") for name in parse_grid(grid, cache)]
+    if len(names) > 2:
+        raise GrocError(f"--plot draws one or two --grid settings; this grid varies {len(names)} ({', '.join(names)})")
+    from ..plots import require_matplotlib
+
+    require_matplotlib()
+    return (names[0], names[1]) if len(names) == 2 else (names[0], "cache")
 
 
 def _str(path: Optional[Path]) -> Optional[str]:

@@ -105,3 +105,18 @@ def test_grid_refuses_per_token_and_writes_nothing(runs, states, tmp_path):
     assert r.returncode == 2 and "--per-token" in err and len(err.splitlines()) == 1
     assert not list(tmp_path.iterdir())
     assert math.isfinite(one(runs, states, cache="unigram", grid="cache-weight=0.1,0.2")["perplexity"])
+
+
+def test_grid_plot_draws_the_heatmap_and_refuses_what_it_cannot_draw(runs, states, tmp_path):
+    pytest.importorskip("matplotlib")
+    base = ["eval", runs / "tied", runs / "a", "--states", states]
+    for grid, name in (("cache-weight=0.05,0.2;theta=0.1,1.0", "two.png"), ("cache-weight=0.05,0.2,0.5", "one.png")):
+        out = json.loads(run_groc(*base, "--cache", "local", "--grid", grid, "--plot", tmp_path / name, check=True).stdout)
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG" and out["plot"] == str(tmp_path / name)
+    refusals = ((["--cache", "local"], "add --grid"),
+                (["--cache", "unbounded", "--index", "Flat", "--grid", "cache-weight=0.1,0.2;knn=4,8;kernel=gaussian"],
+                 "one or two --grid settings"))
+    for args, message in refusals:
+        r = run_groc(*base, *args, "--plot", tmp_path / "no.png")
+        assert r.returncode == 2 and message in r.stderr.decode() and len(r.stderr.decode().splitlines()) == 1
+    assert not (tmp_path / "no.png").exists()
