@@ -8,7 +8,8 @@
 # 2. builds the WordNet lexicon for every word of the three;
 # 3. trains a small tied model and a small GroC model on Emma (one epoch, 170K tokens);
 # 4. evaluates both on each domain with an open vocabulary (model vocabulary + the test words),
-#    without a cache and with the local and unbounded caches, from one dump of states each.
+#    without a cache and with the local and unbounded caches, from one dump of states each;
+# 5. draws the two runs' training curves (groc plot) and scores one sentence with each (groc score).
 # Re-running skips what is done and resumes an interrupted training run (delete quickstart/ to
 # start over). OUT=DIR writes elsewhere; LINES=N tests on the first N lines of each other-domain
 # novel (default 2500).
@@ -46,3 +47,18 @@ for kind in tied groc; do
 done
 
 report quickstart --out="$OUT" --seconds="$((SECONDS - started))"
+
+# 5. draws both runs' training curves and scores one sentence with each model.
+step "$OUT/curves.png" groc plot "$OUT/tied" "$OUT/groc" -o "$OUT/curves.png" > /dev/null
+SENTENCE="Emma was not at all surprised to hear that Mr. Knightley had walked to Hartfield."
+score_sentence() {
+  local kind
+  printf 'model\tln_prob\ttokens\tperplexity\n'
+  for kind in tied groc; do
+    printf '%s\n' "$SENTENCE" | groc score "$OUT/$kind" - --tokenize --lower --vocab union | tail -n 1 | sed "s/^/$kind\t/"
+  done
+}
+capture "$OUT/sentence.tsv" score_sentence
+printf '\nTraining curves (groc plot): %s\n' "$OUT/curves.png"
+printf 'One sentence scored by each model (groc score, natural log): "%s"\n' "$SENTENCE"
+cat "$OUT/sentence.tsv"

@@ -182,6 +182,8 @@ def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
     train) mkdir -p "$o"; echo '{"tokens": 170123, "parameters": 416857}' > "$o/summary.json" ;;
     dump) mkdir -p "$o"; echo '{}' ;;
     eval) echo '{"tokens": 34740, "oov_rate": 0.0459, "new_words": 1430, "perplexity": 390.04}' ;;
+    plot) touch "$o" ;;
+    score) cat > /dev/null; printf 'ln_prob\ttokens\tperplexity\n-55.1\t17\t25.6\n' ;;
   esac
   echo "$*" >> "$CALLS"
 }; export -f groc; '''
@@ -201,6 +203,8 @@ def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
     assert len(list((out / "evals").glob("*.json"))) == 18 and not list(out.rglob("*.partial*"))
     assert "in-domain (Emma, valid)      34740   4.6%      1430 | tied      390.0    390.0      390.0" in first.stdout
     assert f"Outputs in {out}/;" in first.stdout
+    assert f"Training curves (groc plot): {out}/curves.png" in first.stdout
+    assert "groc\t-55.1\t17\t25.6" in first.stdout and sum(c.startswith("score ") for c in made) == 2
 
     calls.unlink()
     second = run()
