@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import signal
 import sys
@@ -18,8 +19,57 @@ except ImportError:  # older typer depends on click itself
 from .version import __version__
 from .errors import GrocError, StdoutClosed, Terminated
 
+from typer.core import TyperCommand, TyperGroup
+
+from .commands import SUMMARIES
+
+# Shared by the root command and each command's own Typer (lazily built, below).
+_SETTINGS = dict(add_completion=False, pretty_exceptions_enable=False, pretty_exceptions_show_locals=False,
+                 rich_markup_mode="rich", context_settings={"help_option_names": ["-h", "--help"]})
+
+
+class _LazyCommand(TyperCommand):
+    """A command whose module (and so torch) is imported only when the command runs or shows its own
+    help: `groc --help`, `groc tokenize` and `groc prepare` never pay for the others' imports. It
+    stands in the command list with its one-line summary; `real()` is the command itself. A command
+    module that fails to import is a bug to see, not a command to hide: the ImportError propagates."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, help=SUMMARIES[name], short_help=SUMMARIES[name], add_help_option=False)
+        self._real = None
+
+    def real(self):
+        if self._real is None:
+            module = importlib.import_module(f"{__package__}.commands.{self.name}")
+            single = typer.Typer(**_SETTINGS)
+            module.register(single)
+            self._real = typer.main.get_command(single)
+        return self._real
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        return self.real().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx):
+        return self.real().invoke(ctx)
+
+
+class _LazyGroup(TyperGroup):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = {name: _LazyCommand(name) for name in SUMMARIES}
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(SUMMARIES)  # in the order of the pipeline, not alphabetical
+
+
+def command(name: str):
+    """The click command of one stage (its options, for tests and tools)."""
+    return _GROUP.commands[name].real()
+
+
 app = typer.Typer(
     name="groc",
+    cls=_LazyGroup,
     help=(
         "Adaptive word-level language modeling: grounded compositional outputs (GroC), "
         "weight tying, and local/unbounded neural caches.\n\n"
@@ -27,11 +77,7 @@ app = typer.Typer(
         "finetune -> dump -> eval."
     ),
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    pretty_exceptions_show_locals=False,
-    rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    **_SETTINGS,
 )
 
 
@@ -50,17 +96,7 @@ def _root(
         os.environ["GROC_DEBUG"] = "1"
 
 
-def _register() -> None:
-    # A command module that fails to import is a bug to see, not a command to hide.
-    from .commands import compare, dump, eval, finetune, lexicon, plot, prepare, score, tokenize, train
-
-    for module in (tokenize, prepare, lexicon, train, finetune, dump, eval, score, compare, plot):
-        module.register(app)
-
-
-_register()
-
-
+_GROUP = typer.main.get_command(app)
 _signals: list[BaseException] = []
 
 
@@ -97,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    command = typer.main.get_command(app)
+    command = _GROUP
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or os.environ.get("GROC_DEBUG") == "1"
     if threading.current_thread() is threading.main_thread():

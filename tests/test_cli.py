@@ -26,3 +26,20 @@ def test_stage_help_ends_with_an_example(groc):
     for stage in ("tokenize", "prepare", "lexicon"):
         out = groc(stage, "--help").stdout.decode()
         assert "Examples" in out and f"groc {stage}" in out
+
+
+def test_help_and_the_light_stages_do_not_import_torch():
+    """`groc --help`, `groc tokenize` and `groc prepare` load only their own command module: torch
+    (2 s of a 3 s start) is imported by the stages that use it, when they run."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\n"
+             "from groc_cli.cli import main\n"
+             "code = main(sys.argv[1:])\n"
+             "print('torch' in sys.modules, file=sys.stderr); sys.exit(code)")
+    for args in (["--help"], ["tokenize", "--help"], ["prepare", "--help"], ["tokenize"]):
+        r = subprocess.run([sys.executable, "-c", probe, *args], input=b"Hello, world.\n", capture_output=True)
+        assert r.returncode == 0 and r.stderr.decode().strip().splitlines()[-1] == "False", (args, r.stderr)
+    r = subprocess.run([sys.executable, "-c", probe, "train", "--help"], capture_output=True)
+    assert r.returncode == 0 and r.stderr.decode().strip().splitlines()[-1] == "True"

@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
-import typer
 
-from groc_cli.cli import app
+from groc_cli.cli import command as click_command
+from groc_cli.commands import SUMMARIES
 from groc_cli.commands import _settings as S
 from groc_cli.commands.finetune import finetune
 from groc_cli.commands.train import train
@@ -25,7 +25,7 @@ TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "-
 @pytest.mark.parametrize("command,classes,changed", [(train, (ModelConfig, TrainConfig), {}),
                                                      (finetune, (TrainConfig,), {"max_epochs": 3})])
 def test_every_option_is_its_field(command, classes, changed):
-    click = typer.main.get_command(app).commands[command.__name__]
+    click = click_command(command.__name__)
     options = {p.name: p for p in click.params}
     for cls in classes:
         for f in cli_fields(cls):
@@ -116,7 +116,7 @@ FOREIGN = {"--nproc_per_node"}
 
 def test_every_flag_an_error_names_exists():
     options = set(FOREIGN) | {"--help", "--version", "--debug"}
-    for command in typer.main.get_command(app).commands.values():
+    for command in map(click_command, SUMMARIES):
         for p in command.params:
             options.update(o for o in p.opts + p.secondary_opts if o.startswith("--"))
     named = {}

@@ -13,6 +13,7 @@ from ..artifacts import atomic_path, claim_output, provenance, write_parquet
 from ..console import emit_json, err, log
 from ..errors import GrocError
 from ..evaluation.compare import DEFAULT_EDGES, compare, parse_bins, rows_table, settings_differ
+from . import SUMMARIES
 
 DEFAULT_BINS = ",".join(map(str, DEFAULT_EDGES))
 
@@ -119,5 +120,4 @@ def compare_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("compare", epilog=EPILOG, help="Median loss difference per training-frequency bin between two "
-                "'groc eval --per-token' files (the GroC paper's Figure 3).")(compare_command)
+    app.command("compare", epilog=EPILOG, help=SUMMARIES["compare"])(compare_command)

@@ -10,6 +10,7 @@ import typer
 from ..console import emit_json
 from ..evaluation.states import dump_states
 from ._inputs import VERIFY
+from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -46,4 +47,4 @@ def dump(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("dump", epilog=EPILOG, help="Dump hidden states, targets and model log-probs of a split for 'groc eval --states'.")(dump)
+    app.command("dump", epilog=EPILOG, help=SUMMARIES["dump"])(dump)

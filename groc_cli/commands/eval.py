@@ -13,6 +13,7 @@ from ..console import emit_json
 from ..errors import GrocError
 from ..evaluation.perplexity import EvalSettings, evaluate, parse_grid
 from ._inputs import VERIFY
+from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -134,4 +135,4 @@ def _str(path: Optional[Path]) -> Optional[str]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("eval", epilog=EPILOG, help="Perplexity of a trained model on a split, with open vocabulary and neural caches.")(eval_command)
+    app.command("eval", epilog=EPILOG, help=SUMMARIES["eval"])(eval_command)

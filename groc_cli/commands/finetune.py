@@ -15,6 +15,7 @@ from ..training.loop import TrainConfig
 from . import _settings as S
 from ._inputs import VERIFY
 from ._training_flags import COMMON, StepProgress
+from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -54,4 +55,4 @@ def finetune(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("finetune", epilog=EPILOG, help="Finetune a trained run on a target-domain dataset (union vocabulary, 3 epochs by default).")(finetune)
+    app.command("finetune", epilog=EPILOG, help=SUMMARIES["finetune"])(finetune)

@@ -14,6 +14,7 @@ from ..console import emit_json, log, progress
 from ..lexicon.extract import LexiconOptions, all_single_word_lemmas, build_entries, coverage, keep_fraction
 from ..lexicon.wordnet import open_wordnet
 from ..text.dataset import vocab_for_lexicon
+from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -86,4 +87,4 @@ def lexicon(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("lexicon", epilog=EPILOG, help="Build the WordNet feature table (relations, definitions) for a vocabulary.")(lexicon)
+    app.command("lexicon", epilog=EPILOG, help=SUMMARIES["lexicon"])(lexicon)

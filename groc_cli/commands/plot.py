@@ -10,6 +10,7 @@ import typer
 from ..artifacts import claim_output, read_parquet
 from ..console import emit_json, log
 from ..errors import GrocError
+from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -77,5 +78,4 @@ def plot_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("plot", epilog=EPILOG, help="Training curves of one or several runs as a PNG (loss per step, "
-                "perplexity per epoch).")(plot_command)
+    app.command("plot", epilog=EPILOG, help=SUMMARIES["plot"])(plot_command)

@@ -15,6 +15,7 @@ from ..errors import GrocError
 from ..text.dataset import SPLITS, count_splits, file_record, parse_budgets, write_dataset
 from ..text.io import TokenLines, check_input_file
 from ..text.tokenizer import TokenizeOptions
+from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -95,4 +96,4 @@ def prepare(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("prepare", epilog=EPILOG, help="Build a dataset directory (Parquet splits, vocabulary with counts, manifest) from text.")(prepare)
+    app.command("prepare", epilog=EPILOG, help=SUMMARIES["prepare"])(prepare)

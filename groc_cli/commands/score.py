@@ -12,6 +12,7 @@ import typer
 
 from ..console import write_stdout
 from ..errors import GrocError
+from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -100,5 +101,4 @@ def score(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("score", epilog=EPILOG, help="Score text line by line with a trained run (per-line log-prob, tokens, "
-                "perplexity), streaming from a file or stdin.")(score)
+    app.command("score", epilog=EPILOG, help=SUMMARIES["score"])(score)

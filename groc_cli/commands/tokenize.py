@@ -13,6 +13,7 @@ from ..console import write_stdout
 from ..errors import GrocError
 from ..text.io import open_input
 from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_lines
+from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -52,4 +53,4 @@ def tokenize(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("tokenize", epilog=EPILOG, help="Moses-tokenize text (stdin to stdout by default), optionally lowercased, in parallel.")(tokenize)
+    app.command("tokenize", epilog=EPILOG, help=SUMMARIES["tokenize"])(tokenize)

@@ -15,6 +15,7 @@ from ..training.loop import TrainConfig
 from . import _settings as S
 from ._inputs import VERIFY
 from ._training_flags import COMMON, StepProgress
+from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -61,4 +62,4 @@ def train(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train", epilog=EPILOG, help="Train a language model (lookup, tied, bilinear, deep-residual, adaptive, convolutional or groc output).")(train)
+    app.command("train", epilog=EPILOG, help=SUMMARIES["train"])(train)
