@@ -1,4 +1,4 @@
-"""Where a command runs: the device, the process group under torchrun, the allocator.
+"""Where a command runs: the device, its CPU threads, the process group under torchrun, the allocator.
 
 Kept apart from training and evaluation so that both use it without importing each other.
 """
@@ -6,6 +6,8 @@ Kept apart from training and evaluation so that both use it without importing ea
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -21,6 +23,124 @@ def resolve_device(name: str) -> torch.device:
     if name not in ("cpu",) and not name.startswith("cuda"):
         raise GrocError(f"--device {name!r}: expected auto, cpu, cuda or cuda:N")
     return torch.device(name)
+
+
+def cpu_count() -> int:
+    """The cores this process may run on (its affinity mask, as taskset and containers set it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _cpu_ticks(cpus: set[int]) -> tuple[int, int]:
+    """(busy, total) clock ticks so far of the given CPUs, from /proc/stat's per-CPU lines."""
+    busy = total = 0
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, _, rest = line.partition(" ")
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            ticks = [int(x) for x in rest.split()[:8]]  # user nice system idle iowait irq softirq steal
+            busy += sum(ticks) - ticks[3] - ticks[4]
+            total += sum(ticks)
+    return busy, total
+
+
+def busy_cores(interval: float = 0.2) -> int:
+    """Cores of this process's affinity mask that other work keeps busy now, measured over
+    `interval` seconds of /proc/stat (this process sleeps meanwhile). An instant measure: the load
+    average lags a minute behind, so it still counts a stage that just ended (a pipeline's next
+    stage would get one thread on an idle machine) and misses a process started seconds ago.
+    0 where /proc/stat cannot be read."""
+    try:
+        cpus = set(os.sched_getaffinity(0))
+        before, own_before = _cpu_ticks(cpus), os.times()
+        time.sleep(interval)
+        after, own_after = _cpu_ticks(cpus), os.times()
+    except (OSError, AttributeError, ValueError):
+        return 0
+    total = after[1] - before[1]
+    if total <= 0:
+        return 0
+    own = (own_after.user + own_after.system - own_before.user - own_before.system) * os.sysconf("SC_CLK_TCK")
+    busy = max(0.0, after[0] - before[0] - own) / total * len(cpus)
+    return int(busy + 0.5)
+
+
+def default_threads(cpus: int | None = None, busy: int | None = None, env: dict | None = None) -> int:
+    """`--threads auto`: OMP_NUM_THREADS if the user set it; otherwise this process's share of the
+    cores (cpus // LOCAL_WORLD_SIZE under torchrun) less the cores other work keeps busy, at
+    least 1. One thread per process is what a shared machine needs: OpenMP threads that outnumber
+    the free cores wait on each other (2x slower steps beside one busy process, 9x for two GroC
+    runs of 2 threads each on 2 cores; docs/benchmarks.md)."""
+    env = os.environ if env is None else env
+    given = env.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) >= 1:
+        return int(given)
+    cpus = cpu_count() if cpus is None else cpus
+    share = max(1, cpus // max(int(env.get("LOCAL_WORLD_SIZE", "1") or 1), 1))
+    busy = busy_cores() if busy is None else busy
+    return max(1, min(share, cpus - busy))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim_auto_threads(claims: Path | None = None) -> int:
+    """`--threads auto` for a groc process: default_threads, where the busy cores are at least the
+    threads that other live groc processes of this user have claimed (a file per process under
+    `claims`, decided one process at a time under a lock). Two runs started at the same instant
+    both measure idle cores; the claims make the second take what the first left."""
+    import atexit
+    import fcntl
+    import tempfile
+
+    if os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+        return default_threads()
+    claims = claims or Path(tempfile.gettempdir()) / f"groc-threads-{os.getuid()}"
+    try:
+        claims.mkdir(mode=0o700, exist_ok=True)
+        with open(claims / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            claimed = 0
+            for entry in claims.glob("[0-9]*"):
+                pid = int(entry.name)
+                if pid != os.getpid() and _alive(pid):
+                    claimed += int(entry.read_text() or 0)
+                elif pid != os.getpid():
+                    entry.unlink(missing_ok=True)
+            n = default_threads(busy=max(busy_cores(), claimed))
+            mine = claims / str(os.getpid())
+            mine.write_text(str(n))
+    except (OSError, ValueError):  # no writable temporary directory: measure only
+        return default_threads()
+    atexit.register(mine.unlink, missing_ok=True)
+    return n
+
+
+def set_threads(spec: str | int) -> int:
+    """Apply --threads (a count or 'auto') to torch, and through OMP_NUM_THREADS to FAISS (which
+    reads it when first imported) and to worker processes; returns the count."""
+    text = str(spec).strip().lower()
+    if text == "auto":
+        n = claim_auto_threads()
+    elif text.isdigit() and int(text) >= 1:
+        n = int(text)
+    else:
+        raise GrocError(f"--threads {spec!r}: expected a whole number of at least 1, or auto")
+    torch.set_num_threads(n)
+    os.environ["OMP_NUM_THREADS"] = str(n)
+    import sys
+
+    if "faiss" in sys.modules:
+        sys.modules["faiss"].omp_set_num_threads(n)
+    return n
 
 
 def tune_allocator() -> None:

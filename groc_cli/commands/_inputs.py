@@ -1,4 +1,4 @@
-"""Options about the artifacts a command reads, defined once for every command that reads them."""
+"""Options shared by several commands (the artifacts they read, their CPU threads), defined once."""
 
 from __future__ import annotations
 
@@ -7,3 +7,7 @@ import typer
 VERIFY = typer.Option(False, "--verify", help="Before any work, read every split of the dataset and check it against "
                       "the vocabulary's counts and the manifest's checksum (file sizes, schemas and the vocabulary "
                       "are always checked).")
+THREADS = typer.Option("auto", "--threads", help="CPU threads of this process (torch and FAISS): a number, or auto: "
+                       "the cores it may use, divided among torchrun's processes on the node, less the cores that "
+                       "other work keeps busy (measured over 0.2 s at start), at least 1; OMP_NUM_THREADS, if set, is used "
+                       "as given. Oversubscribed cores cost many times their share (docs/benchmarks.md, 'CPU threads').")

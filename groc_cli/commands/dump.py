@@ -8,8 +8,9 @@ from typing import Optional
 import typer
 
 from ..console import emit_json
+from ..runtime import set_threads
 from ..evaluation.states import dump_states
-from ._inputs import VERIFY
+from ._inputs import THREADS, VERIFY
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -40,8 +41,10 @@ def dump(
                                            "(recorded in meta.json)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing -o directory."),
     verify: bool = VERIFY,
+    threads: str = THREADS,
 ) -> None:
     """Dump the states a cache needs (one stream, carried state), written incrementally and atomically."""
+    set_threads(threads)
     emit_json(dump_states(run_dir, dataset, split, output_dir, vocab, dtype, checkpoint, chunk, device, force, lexicon,
                           verify))
 

@@ -11,8 +11,9 @@ import typer
 from ..artifacts import claim_output
 from ..console import emit_json
 from ..errors import GrocError
+from ..runtime import set_threads
 from ..evaluation.perplexity import EvalSettings, evaluate, parse_grid
-from ._inputs import VERIFY
+from ._inputs import THREADS, VERIFY
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -91,8 +92,10 @@ def eval_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out, --plot or --index-save file."),
     verify: bool = VERIFY,
+    threads: str = THREADS,
 ) -> None:
     """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
+    set_threads(threads)
     settings = EvalSettings(
         split=split or "test", vocab=vocab or "model", uniform_weight=uniform_weight, downweight_new=downweight_new, cache=cache,
         cache_weight=cache_weight, theta=theta, cache_size=cache_size, knn=knn, index=index, nprobe=nprobe, kernel=kernel,

@@ -8,12 +8,13 @@ from typing import Optional
 import typer
 
 from ..console import emit_json
+from ..runtime import set_threads
 from ..errors import GrocError
 from ..models import ModelConfig
 from ..training.api import finetune as finetune_run
 from ..training.loop import TrainConfig
 from . import _settings as S
-from ._inputs import VERIFY
+from ._inputs import THREADS, VERIFY
 from ._training_flags import COMMON, StepProgress
 from . import SUMMARIES
 
@@ -37,12 +38,13 @@ def finetune(
     lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="groc: lexicon covering the new words (default: the run's)."),
     config: Optional[Path] = S.CONFIG,
     device: str = COMMON["device"], resume: bool = COMMON["resume"], force: bool = COMMON["force"],
-    json_out: bool = COMMON["json_out"], verify: bool = VERIFY,
+    json_out: bool = COMMON["json_out"], verify: bool = VERIFY, threads: str = THREADS,
     **settings,
 ) -> None:
     """Finetune a trained model on new data; new words are composed (groc) or get random rows (table outputs)."""
     if resume and force:
         raise GrocError("--resume and --force contradict each other; pick one")
+    set_threads(threads)
     if resume and (config is not None or overrides):
         raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")
     # The model's settings are the trained run's; a --config (even a run's config.json) gives training settings only.

@@ -13,6 +13,7 @@ import typer
 from ..console import write_stdout
 from ..errors import GrocError
 from . import SUMMARIES
+from ._inputs import THREADS
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -54,6 +55,7 @@ def score(
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N (lines are scored one at a time)."),
     errors: str = typer.Option("strict", "--errors", help="Invalid UTF-8: 'strict' stops naming the line, 'replace' substitutes U+FFFD."),
+    threads: str = THREADS,
 ) -> None:
     """Log-probability, token count and perplexity of each line; every line ends with a scored <eos>."""
     if errors not in ("strict", "replace"):
@@ -67,9 +69,11 @@ def score(
     if lower and not tokenize:
         raise GrocError("--lower applies with --tokenize only (tokenized input is scored as it is)")
     from ..api import load_run
+    from ..runtime import set_threads
     from ..text.io import open_input
     from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_line
 
+    set_threads(threads)
     stream = open_input(input, "FILE")
     model = load_run(run_dir, checkpoint=checkpoint, device=device, vocab=vocab)
     name = "stdin" if input in (None, "-") else input

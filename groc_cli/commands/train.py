@@ -8,12 +8,13 @@ from typing import Optional
 import typer
 
 from ..console import emit_json
+from ..runtime import set_threads
 from ..errors import GrocError
 from ..models import ModelConfig
 from ..training.api import train_new
 from ..training.loop import TrainConfig
 from . import _settings as S
-from ._inputs import VERIFY
+from ._inputs import THREADS, VERIFY
 from ._training_flags import COMMON, StepProgress
 from . import SUMMARIES
 
@@ -42,12 +43,13 @@ def train(
     lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="Lexicon table from 'groc lexicon' (needed by --output groc)."),
     config: Optional[Path] = S.CONFIG,
     device: str = COMMON["device"], resume: bool = COMMON["resume"], force: bool = COMMON["force"],
-    json_out: bool = COMMON["json_out"], verify: bool = VERIFY,
+    json_out: bool = COMMON["json_out"], verify: bool = VERIFY, threads: str = THREADS,
     **settings,
 ) -> None:
     """Train an LSTM language model with the chosen output layer; writes weights, config and per-epoch metrics."""
     if resume and force:
         raise GrocError("--resume and --force contradict each other; pick one")
+    set_threads(threads)
     if resume and (config is not None or overrides):
         raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides)

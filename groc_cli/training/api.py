@@ -56,7 +56,8 @@ def check_lexicon(path: Path | None, vocab: list[str], needed: bool) -> Lexicon 
 
 def _param_report(model) -> int:
     n = model.num_parameters()
-    log(f"|Θ| = {n:,} parameters ({n / 1e6:.2f}M)")
+    threads = torch.get_num_threads()
+    log(f"|Θ| = {n:,} parameters ({n / 1e6:.2f}M); {threads} CPU thread{'s' if threads > 1 else ''}")
     return n
 
 

@@ -1,0 +1,114 @@
+"""CPU threads: training speed with --threads 1, 2 and auto on a quiet and on a shared machine.
+
+    python benchmarks/threads.py                 # ~6 min on 2 cores; prints ONE JSON object
+    python benchmarks/threads.py --kinds tied --tokens 20000
+
+For each scenario, each kind (tied, groc) and each --threads value it runs `groc train` on the
+embedded sample (Austen's Emma, prepared here as the quickstart does, at the quickstart's size)
+for --tokens tokens and reads the tokens/s that `--json` reports. Scenarios:
+  idle        nothing else runs;
+  busy        one other process spins on one core for the whole measurement (a shared machine);
+  side-by-side  two `groc train` with the same --threads at once (the tokens/s of each).
+The 'auto' rows also give the thread count auto chose (from the run's own log line).
+Run it on a machine with nothing else running: the scenarios add their own load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "groc_cli" / "data" / "austen-emma.txt"
+SIZE = ["--emb", "64", "--hidden", "128", "--dropout", "0.2", "--seed", "1"]
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def groc(*args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "groc_cli", *map(str, args)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(proc: subprocess.Popen) -> tuple[dict, str]:
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"groc failed ({proc.returncode}): {err.decode()[-2000:]}")
+    return json.loads(out), err.decode()
+
+
+def prepare(work: Path) -> tuple[Path, Path]:
+    data, lexicon = work / "emma", work / "lexicon.parquet"
+    finish(groc("prepare", "--train", SAMPLE, "--tokenize", "--lower", "--split", "170K,rest",
+                "--min-count", "2", "-o", data, "--json"))
+    finish(groc("lexicon", "--vocab", data, "-o", lexicon, "--json"))
+    return data, lexicon
+
+
+def train_args(work: Path, data: Path, lexicon: Path, kind: str, threads: str, tokens: int, name: str) -> list[str]:
+    extra = ["--lexicon", str(lexicon)] if kind == "groc" else []
+    return ["train", str(data), "-o", str(work / name), "--output", kind, *SIZE, *extra,
+            "--max-tokens", str(tokens), "--threads", threads, "--json"]
+
+
+def chosen_threads(err: str) -> int | None:
+    found = re.search(r"(\d+) CPU thread", err)
+    return int(found.group(1)) if found else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kinds", default="tied,groc")
+    ap.add_argument("--threads", default="1,2,auto")
+    ap.add_argument("--tokens", type=int, default=40000, help="training tokens per measurement")
+    ap.add_argument("--scenarios", default="idle,busy,side-by-side")
+    args = ap.parse_args()
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        data, lexicon = prepare(work)
+        n = 0
+        for scenario in args.scenarios.split(","):
+            hog = None
+            if scenario == "busy":
+                hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                time.sleep(1.0)
+            try:
+                for kind in args.kinds.split(","):
+                    for threads in args.threads.split(","):
+                        copies = 2 if scenario == "side-by-side" else 1
+                        procs = []
+                        for _ in range(copies):
+                            n += 1
+                            procs.append(groc(*train_args(work, data, lexicon, kind, threads, args.tokens, f"r{n}"), env=env))
+                        results = [finish(p) for p in procs]
+                        speeds = [round(r["final"]["tokens_per_s"]) for r, _ in results]
+                        row = {"scenario": scenario, "kind": kind, "threads": threads,
+                               "chose": [chosen_threads(err) for _, err in results], "tokens_per_s": speeds}
+                        log(json.dumps(row))
+                        rows.append(row)
+            finally:
+                if hog is not None:
+                    hog.kill()
+                    hog.wait()
+    for row in rows:  # each row against one thread in the same scenario and kind
+        base = next(r for r in rows if (r["scenario"], r["kind"], r["threads"]) == (row["scenario"], row["kind"], "1"))
+        row["vs_one_thread"] = round(min(row["tokens_per_s"]) / min(base["tokens_per_s"]), 2)
+    print(json.dumps({"benchmark": "threads", "cpus": len(os.sched_getaffinity(0)),
+                      "machine": platform.processor() or platform.machine(), "python": platform.python_version(),
+                      "tokens": args.tokens, "size": " ".join(SIZE), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

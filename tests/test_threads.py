@@ -1,0 +1,80 @@
+"""--threads (issue 17): the default is the process's share of the idle cores, never more cores
+than are free, and what a user sets wins."""
+
+import os
+
+import pytest
+import torch
+
+from groc_cli.errors import GrocError
+from groc_cli.runtime import default_threads, set_threads
+from tests.conftest import REPO, run_groc
+
+
+@pytest.mark.parametrize("cpus, busy, env, expected", [
+    (2, 0, {}, 2),                                   # idle 2-core machine: both cores
+    (2, 1, {}, 1),                                   # one other busy process: the one free core
+    (2, 3, {}, 1),                                   # fully loaded: still one thread, never zero
+    (16, 3, {}, 13),                                 # 16 cores, 3 busy
+    (16, 0, {"LOCAL_WORLD_SIZE": "4"}, 4),           # torchrun, 4 processes on the node: a quarter each
+    (16, 14, {"LOCAL_WORLD_SIZE": "4"}, 2),          # ... and fewer when the node is busy
+    (2, 2, {"OMP_NUM_THREADS": "3"}, 3),             # the user's OMP_NUM_THREADS is used as given
+    (2, 0, {"OMP_NUM_THREADS": "junk"}, 2),          # a value that is not a count is ignored
+])
+def test_auto_threads(cpus, busy, env, expected):
+    assert default_threads(cpus=cpus, busy=busy, env=env) == expected
+
+
+def test_busy_cores_sees_a_process_started_just_now():
+    """A spinning process started a moment ago counts (the 1-minute load average would lag)."""
+    import subprocess
+    import sys
+    import time
+
+    from groc_cli.runtime import busy_cores
+
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        seen = max(busy_cores() for _ in range(3))
+    finally:
+        hog.kill()
+    assert seen >= 1
+
+
+def test_set_threads_applies_the_count_and_refuses_nonsense(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    before = torch.get_num_threads()
+    try:
+        assert set_threads("2") == 2 and torch.get_num_threads() == 2 and os.environ["OMP_NUM_THREADS"] == "2"
+        for bad in ("0", "-1", "two", "1.5"):
+            with pytest.raises(GrocError, match="--threads"):
+                set_threads(bad)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_every_torch_stage_takes_threads(tmp_path):
+    for stage in ("train", "finetune", "dump", "eval", "score"):
+        assert "--threads" in run_groc(stage, "--help").stdout.decode(), stage
+    r = run_groc("train", REPO / "no-such-dataset", "-o", tmp_path / "r", "--threads", "0")
+    assert r.returncode == 2 and "--threads '0'" in r.stderr.decode() and not (tmp_path / "r").exists()
+
+
+def test_runs_started_together_share_the_cores(tmp_path):
+    """Two `--threads auto` processes started at the same instant: the second takes what the first
+    left (claims decided one at a time), not every core again."""
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from pathlib import Path; from groc_cli.runtime import claim_auto_threads, cpu_count; "
+            "n = claim_auto_threads(Path(sys.argv[1])); print(n, cpu_count(), flush=True); time.sleep(2)")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, env=env, stdout=subprocess.PIPE)
+             for _ in range(2)]
+    got = [tuple(map(int, p.communicate()[0].split())) for p in procs]
+    cpus = got[0][1]
+    assert all(p.returncode == 0 for p in procs)
+    first, second = sorted((n for n, _ in got), reverse=True)
+    assert second <= max(1, cpus - first), got  # not every core twice (without claims: both took them all)
+    assert not list(tmp_path.glob("[0-9]*")), "a finished process leaves its claim behind"
