@@ -1,7 +1,7 @@
 """CPU threads: training speed with --threads 1, 2 and auto on a quiet and on a shared machine.
 
-    python benchmarks/threads.py                 # ~6 min on 2 cores; prints ONE JSON object
-    python benchmarks/threads.py --kinds tied --tokens 20000
+    python benchmarks/threads.py                 # ~12 min on 2 cores; prints ONE JSON object
+    python benchmarks/threads.py --kinds tied --tokens 20000 --scenarios side-by-side
 
 For each scenario, each kind (tied, groc) and each --threads value it runs `groc train` on the
 embedded sample (Austen's Emma, prepared here as the quickstart does, at the quickstart's size)
@@ -9,7 +9,8 @@ for --tokens tokens and reads the tokens/s that `--json` reports. Scenarios:
   idle        nothing else runs;
   busy        one other process spins on one core for the whole measurement (a shared machine);
   side-by-side  two `groc train` with the same --threads at once (the tokens/s of each).
-The 'auto' rows also give the thread count auto chose (from the run's own log line).
+`chose` gives, per run, the thread count it started with and each count `--threads auto` moved to
+as other runs came and went (from the run's own log lines).
 Run it on a machine with nothing else running: the scenarios add their own load.
 """
 
@@ -61,18 +62,27 @@ def train_args(work: Path, data: Path, lexicon: Path, kind: str, threads: str, t
             "--max-tokens", str(tokens), "--threads", threads, "--json"]
 
 
-def chosen_threads(err: str) -> int | None:
-    found = re.search(r"(\d+) CPU thread", err)
-    return int(found.group(1)) if found else None
+def chosen_threads(err: str) -> list[int]:
+    """The count the run started with, then each count --threads auto moved to as runs came and went."""
+    return [int(n) for n in re.findall(r"(\d+) CPU thread", err)]
+
+
+def token_budgets(spec: str) -> dict[str, int]:
+    """'tied=150000,groc=30000' (or one number for every kind)."""
+    if "=" not in spec:
+        return {"*": int(spec)}
+    return {kind: int(n) for kind, n in (part.split("=") for part in spec.split(","))}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kinds", default="tied,groc")
     ap.add_argument("--threads", default="1,2,auto")
-    ap.add_argument("--tokens", type=int, default=40000, help="training tokens per measurement")
+    ap.add_argument("--tokens", default="tied=150000,groc=30000",
+                    help="training tokens per measurement, per kind (10-20 s each at one thread on 2 cores)")
     ap.add_argument("--scenarios", default="idle,busy,side-by-side")
     args = ap.parse_args()
+    budgets = token_budgets(args.tokens)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,7 +101,7 @@ def main() -> None:
                         procs = []
                         for _ in range(copies):
                             n += 1
-                            procs.append(groc(*train_args(work, data, lexicon, kind, threads, args.tokens, f"r{n}"), env=env))
+                            procs.append(groc(*train_args(work, data, lexicon, kind, threads, budgets.get(kind, budgets.get("*")), f"r{n}"), env=env))
                         results = [finish(p) for p in procs]
                         speeds = [round(r["final"]["tokens_per_s"]) for r, _ in results]
                         row = {"scenario": scenario, "kind": kind, "threads": threads,
@@ -107,7 +117,7 @@ def main() -> None:
         row["vs_one_thread"] = round(min(row["tokens_per_s"]) / min(base["tokens_per_s"]), 2)
     print(json.dumps({"benchmark": "threads", "cpus": len(os.sched_getaffinity(0)),
                       "machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-                      "tokens": args.tokens, "size": " ".join(SIZE), "rows": rows}, indent=1))
+                      "tokens": budgets, "size": " ".join(SIZE), "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 
+from .console import log
 from .errors import GrocError
 
 
@@ -92,13 +94,43 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_AUTO: dict = {}  # this process's --threads auto claim: the directory, the count it wants and holds
+REBALANCE_SECONDS = 2.0  # a flock and a directory listing: free at this rate
+
+
+def _claimed_by_others(claims: Path) -> int:
+    """Threads held by the other live groc processes of this user (call under the claims lock);
+    the claims of processes that have ended are removed."""
+    claimed = 0
+    for entry in claims.glob("[0-9]*"):
+        pid = int(entry.name)
+        if pid == os.getpid():
+            continue
+        if _alive(pid):
+            claimed += int(entry.read_text() or 0)
+        else:
+            entry.unlink(missing_ok=True)
+    return claimed
+
+
+def _under_claims_lock(claims: Path, decide: Callable[[int], int]) -> int:
+    """Run decide(threads claimed by others) -> count under the lock, and record the count as ours."""
+    import fcntl
+
+    with open(claims / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        n = decide(_claimed_by_others(claims))
+        (claims / str(os.getpid())).write_text(str(n))
+    return n
+
+
 def claim_auto_threads(claims: Path | None = None) -> int:
     """`--threads auto` for a groc process: default_threads, where the busy cores are at least the
     threads that other live groc processes of this user have claimed (a file per process under
     `claims`, decided one process at a time under a lock). Two runs started at the same instant
-    both measure idle cores; the claims make the second take what the first left."""
+    both measure idle cores; the claims make the second take what the first left, and
+    rebalance_threads makes the first give back what it took when the second came."""
     import atexit
-    import fcntl
     import tempfile
 
     if os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
@@ -106,22 +138,48 @@ def claim_auto_threads(claims: Path | None = None) -> int:
     claims = claims or Path(tempfile.gettempdir()) / f"groc-threads-{os.getuid()}"
     try:
         claims.mkdir(mode=0o700, exist_ok=True)
-        with open(claims / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            claimed = 0
-            for entry in claims.glob("[0-9]*"):
-                pid = int(entry.name)
-                if pid != os.getpid() and _alive(pid):
-                    claimed += int(entry.read_text() or 0)
-                elif pid != os.getpid():
-                    entry.unlink(missing_ok=True)
-            n = default_threads(busy=max(busy_cores(), claimed))
-            mine = claims / str(os.getpid())
-            mine.write_text(str(n))
+        measured = busy_cores()
+        wanted = default_threads(busy=measured)
+        n = _under_claims_lock(claims, lambda others: default_threads(busy=max(measured, others)))
     except (OSError, ValueError):  # no writable temporary directory: measure only
         return default_threads()
-    atexit.register(mine.unlink, missing_ok=True)
+    atexit.register((claims / str(os.getpid())).unlink, missing_ok=True)
+    _AUTO.update(claims=claims, wanted=wanted, held=n, cpus=cpu_count(), due=time.monotonic() + REBALANCE_SECONDS)
     return n
+
+
+def rebalance_threads() -> int | None:
+    """Under `--threads auto`, at most every REBALANCE_SECONDS (call it as often as you like, e.g.
+    every training step): hold the count auto wanted at start less the threads other live groc
+    runs now claim, at least 1. Returns the new count when it changed, else None."""
+    if not _AUTO or time.monotonic() < _AUTO["due"]:
+        return None
+    _AUTO["due"] = time.monotonic() + REBALANCE_SECONDS
+    seen = {}
+
+    def decide(others: int) -> int:
+        seen["others"] = others
+        return max(1, min(_AUTO["wanted"], _AUTO["cpus"] - others))
+
+    try:
+        n = _under_claims_lock(_AUTO["claims"], decide)
+    except (OSError, ValueError):
+        return None
+    if n == _AUTO["held"]:
+        return None
+    _AUTO["held"] = n
+    _apply_threads(n)
+    log(f"--threads auto: {n} CPU thread(s) from now on ({seen['others']} held by other groc runs on {_AUTO['cpus']} cores)")
+    return n
+
+
+def _apply_threads(n: int) -> None:
+    import sys
+
+    torch.set_num_threads(n)
+    os.environ["OMP_NUM_THREADS"] = str(n)
+    if "faiss" in sys.modules:
+        sys.modules["faiss"].omp_set_num_threads(n)
 
 
 def set_threads(spec: str | int) -> int:
@@ -134,12 +192,7 @@ def set_threads(spec: str | int) -> int:
         n = int(text)
     else:
         raise GrocError(f"--threads {spec!r}: expected a whole number of at least 1, or auto")
-    torch.set_num_threads(n)
-    os.environ["OMP_NUM_THREADS"] = str(n)
-    import sys
-
-    if "faiss" in sys.modules:
-        sys.modules["faiss"].omp_set_num_threads(n)
+    _apply_threads(n)
     return n
 
 

@@ -78,3 +78,35 @@ def test_runs_started_together_share_the_cores(tmp_path):
     first, second = sorted((n for n, _ in got), reverse=True)
     assert second <= max(1, cpus - first), got  # not every core twice (without claims: both took them all)
     assert not list(tmp_path.glob("[0-9]*")), "a finished process leaves its claim behind"
+
+
+def test_auto_gives_threads_back_when_another_run_claims_them_and_takes_them_again(tmp_path, monkeypatch):
+    """A run that took every core gives back what a later run claims (at its next rebalance), and
+    takes it again when that run ends: runs side by side end with one thread each, not 2 + 1."""
+    import tempfile
+
+    import torch
+
+    from groc_cli import runtime
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the claims directory
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runtime, "cpu_count", lambda: 4)
+    monkeypatch.setattr(runtime, "busy_cores", lambda interval=0.2: 0)
+    monkeypatch.setattr(runtime, "_AUTO", {})
+    before = torch.get_num_threads()
+    try:
+        assert runtime.set_threads("auto") == 4 and torch.get_num_threads() == 4
+        assert runtime._AUTO["claims"].parent == tmp_path
+        assert runtime.rebalance_threads() is None  # not due yet
+        runtime._AUTO["due"] = 0
+        assert runtime.rebalance_threads() is None  # due, nothing changed
+        (runtime._AUTO["claims"] / str(os.getppid())).write_text("3")  # a live process claims 3
+        runtime._AUTO["due"] = 0
+        assert runtime.rebalance_threads() == 1 and torch.get_num_threads() == 1
+        assert (runtime._AUTO["claims"] / str(os.getpid())).read_text() == "1"
+        (runtime._AUTO["claims"] / str(os.getppid())).unlink()  # it ended
+        runtime._AUTO["due"] = 0
+        assert runtime.rebalance_threads() == 4 and torch.get_num_threads() == 4
+    finally:
+        torch.set_num_threads(before)

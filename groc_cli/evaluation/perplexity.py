@@ -31,7 +31,7 @@ from ..artifacts import claim_output, provenance
 from ..caches import CACHE_KINDS, UnboundedCache as UNBOUNDED, interpolate, make_cache
 from ..console import log, progress
 from ..errors import GrocError
-from ..runtime import resolve_device
+from ..runtime import rebalance_threads, resolve_device
 from ..text.dataset import open_dataset
 from ..training.run import Run
 from .states import open_states
@@ -427,6 +427,7 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
             final_nll = column_nll if final_nll is None else final_nll + column_nll
             count += len(chunk)
             advance(len(chunk))
+            rebalance_threads()
             if writer is not None:
                 pos = np.arange(chunk.start + 1, chunk.start + 1 + len(chunk))
                 writer.write(pos, split_ids[pos], base, final[:, 0])

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..errors import GrocError
+from ..runtime import rebalance_threads
 from .vocab import EvalVocab
 
 #: Budget for one [rows, V] float32 block of log-probabilities (logits and
@@ -54,6 +55,7 @@ def model_chunks(model, vocab: EvalVocab, device: torch.device, chunk: int = 256
         composed = model.compose(grad=False)
         state = model.init_state(1)
         for i in range(start, n_total, chunk):
+            rebalance_threads()
             n = min(chunk, n_total - i)
             x = inputs[i : i + n].view(n, 1).to(device)
             hidden, state = model(x, state, composed)

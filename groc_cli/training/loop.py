@@ -26,6 +26,7 @@ import torch.distributed as dist
 from ..artifacts import atomic_path, provenance, write_parquet
 from ..console import log
 from ..errors import GrocError
+from ..runtime import rebalance_threads
 from ..settings import check_fields, setting
 from .run import save_weights
 from .seed import rng_state, set_rng_state
@@ -302,6 +303,7 @@ class Trainer:
                     self._write_metrics()
                 if progress is not None:
                     progress(self, steps_per_epoch)
+                rebalance_threads()
                 if cfg.max_tokens is not None and self.pos.tokens >= cfg.max_tokens:
                     stop_reason, partial = "max-tokens", True
                 elif cfg.max_minutes is not None and self.pos.seconds >= 60 * cfg.max_minutes:
