@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up groc on a fresh machine: WordNet (Debian's wordnet-base), a virtual environment
 # in .venv, PyTorch (the CPU build 2.13.0 without CUDA; a CUDA build plus faiss-gpu with
-# an NVIDIA driver), and groc itself with its test and plots (matplotlib) extras.
+# an NVIDIA driver), and groc itself with its test, plots (matplotlib) and tensorboard extras.
 #   bash recipes/setup.sh            # then: .venv/bin/groc --help
 # Environment: VENV (default .venv), PYTHON (default python3), GROC_TORCH (override the torch requirement).
 set -euo pipefail
@@ -24,12 +24,12 @@ PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 if command -v nvidia-smi >/dev/null && nvidia-smi >/dev/null 2>&1; then
   echo "setup: NVIDIA GPU found: CUDA torch and faiss-gpu" >&2
   $PIP install "${GROC_TORCH:-torch>=2.1,<3}"
-  $PIP install -e ".[gpu,test,plots]"
+  $PIP install -e ".[gpu,test,plots,tensorboard]"
   $PIP uninstall -y faiss-cpu >/dev/null 2>&1 || true
 else
   # The CPU wheel of torch 2.13.0 is on our machines' disk; an unpinned torch pulls a multi-GB CUDA build.
   $PIP install "${GROC_TORCH:-torch==2.13.0}"
-  $PIP install -e ".[test,plots]"
+  $PIP install -e ".[test,plots,tensorboard]"
 fi
 "$VENV/bin/groc" --version >&2
 echo "setup: done; run $VENV/bin/groc --help" >&2

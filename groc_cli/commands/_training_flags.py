@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from pathlib import Path
+from typing import Iterator
 
 import typer
 
@@ -69,9 +72,30 @@ class StepProgress:
             log(f"epoch {pos.epoch} step {step_in_epoch}/{steps_per_epoch}  {info}")
 
 
+@contextlib.contextmanager
+def observers(log_every: int, tensorboard: Path | None) -> Iterator:
+    """The training observer: the progress display, and with --tensorboard DIR TensorBoard's writer."""
+    with StepProgress(log_every) as progress:
+        if tensorboard is None:
+            yield progress
+            return
+        from ..training.tensorboard import TensorBoardLog
+
+        with TensorBoardLog(tensorboard) as board:
+            def both(trainer, steps_per_epoch: int) -> None:
+                progress(trainer, steps_per_epoch)
+                board(trainer, steps_per_epoch)
+
+            yield both
+
+
 COMMON = {
     "device": typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     "resume": typer.Option(False, "--resume", help="Continue the run in -o from its last checkpoint."),
     "force": typer.Option(False, "--force", help="Replace an existing run in -o once the new one is complete."),
     "json_out": typer.Option(False, "--json", help="Print the final summary as JSON on stdout."),
+    "tensorboard": typer.Option(None, "--tensorboard", metavar="DIR",
+                                help="Also write the training curves as TensorBoard events to DIR (tensorboard --logdir "
+                                     "DIR); needs pip install 'groc[tensorboard]'. steps.parquet and metrics.parquet in "
+                                     "the run are written either way."),
 }

@@ -15,7 +15,7 @@ from ..training.api import finetune as finetune_run
 from ..training.loop import TrainConfig
 from . import _settings as S
 from ._inputs import THREADS, VERIFY
-from ._training_flags import COMMON, StepProgress
+from ._training_flags import COMMON, observers
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -38,7 +38,7 @@ def finetune(
     lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="groc: lexicon covering the new words (default: the run's)."),
     config: Optional[Path] = S.CONFIG,
     device: str = COMMON["device"], resume: bool = COMMON["resume"], force: bool = COMMON["force"],
-    json_out: bool = COMMON["json_out"], verify: bool = VERIFY, threads: str = THREADS,
+    json_out: bool = COMMON["json_out"], tensorboard: Optional[Path] = COMMON["tensorboard"], verify: bool = VERIFY, threads: str = THREADS,
     **settings,
 ) -> None:
     """Finetune a trained model on new data; new words are composed (groc) or get random rows (table outputs)."""
@@ -49,7 +49,7 @@ def finetune(
         raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")
     # The model's settings are the trained run's; a --config (even a run's config.json) gives training settings only.
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides, fixed=("model",))
-    with StepProgress(built["train"].log_every) as progress:
+    with observers(built["train"].log_every, tensorboard) as progress:
         summary = finetune_run(run, dataset, output_dir, built["train"], lexicon, device, resume, force,
                                progress, given=S.given(ctx), verify=verify)
     if json_out:

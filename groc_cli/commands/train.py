@@ -15,7 +15,7 @@ from ..training.api import train_new
 from ..training.loop import TrainConfig
 from . import _settings as S
 from ._inputs import THREADS, VERIFY
-from ._training_flags import COMMON, StepProgress
+from ._training_flags import COMMON, observers
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -43,7 +43,7 @@ def train(
     lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="Lexicon table from 'groc lexicon' (needed by --output groc)."),
     config: Optional[Path] = S.CONFIG,
     device: str = COMMON["device"], resume: bool = COMMON["resume"], force: bool = COMMON["force"],
-    json_out: bool = COMMON["json_out"], verify: bool = VERIFY, threads: str = THREADS,
+    json_out: bool = COMMON["json_out"], tensorboard: Optional[Path] = COMMON["tensorboard"], verify: bool = VERIFY, threads: str = THREADS,
     **settings,
 ) -> None:
     """Train an LSTM language model with the chosen output layer; writes weights, config and per-epoch metrics."""
@@ -56,7 +56,7 @@ def train(
     model_config = built["model"]
     if lexicon is not None and model_config.output != "groc":
         raise GrocError("--lexicon is used by --output groc only")
-    with StepProgress(built["train"].log_every) as progress:
+    with observers(built["train"].log_every, tensorboard) as progress:
         summary = train_new(dataset, output_dir, model_config, built["train"], lexicon, device, resume, force,
                             progress, given=S.given(ctx), verify=verify)
     if json_out:

@@ -89,3 +89,32 @@ def test_plot_draws_several_runs(data, tmp_path):
     not_a_run = run_groc("plot", data, "-o", tmp_path / "x.png")
     assert not_a_run.returncode == 2 and "is not a run directory" in not_a_run.stderr.decode()
     assert not (tmp_path / "x.png").exists()
+
+
+def test_tensorboard_gets_the_same_curves_and_a_resume_writes_each_step_once(data, tmp_path):
+    pytest.importorskip("tensorboard")  # an extra that recipes/setup.sh installs
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run, board = tmp_path / "run", tmp_path / "tb"
+    run_groc("train", data, "-o", run, *TINY, "--max-epochs", "1", "--tensorboard", board, check=True)
+    run_groc("train", data, "-o", run, "--resume", "--max-epochs", "2", "--tensorboard", board, check=True)
+    events = EventAccumulator(str(board), size_guidance={"scalars": 0}).Reload()
+    logged = steps(run)
+    for name in ("loss", "objective", "lr", "grad_norm", "tokens_per_s"):
+        got = events.Scalars(f"train/{name}")
+        assert [e.step for e in got] == logged["step"], name  # each step once, across the resume
+        assert [e.value for e in got] == pytest.approx(logged[name], rel=1e-6), name
+    metrics = pq.read_table(run / "metrics.parquet").to_pydict()
+    assert len(metrics["epoch"]) == 2 and [e.step for e in events.Scalars("epoch/valid_ppl")] == metrics["epoch"]
+    assert [e.value for e in events.Scalars("epoch/valid_ppl")] == pytest.approx(metrics["valid_ppl"], rel=1e-6)
+
+
+def test_tensorboard_without_the_package_is_refused_before_any_work(data, tmp_path):
+    code = ("import sys; sys.modules['torch.utils.tensorboard'] = None; sys.argv[0] = 'groc'; "
+            "from groc_cli.cli import main; sys.exit(main())")
+    args = ["train", data, "-o", tmp_path / "run", *TINY, "--tensorboard", tmp_path / "tb"]
+    got = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                         env={**os.environ, **TEST_ENV})
+    assert got.returncode != 0 and "pip install 'groc[tensorboard]'" in got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1, got.stderr
+    assert not (tmp_path / "run").exists() and not (tmp_path / "tb").exists()
