@@ -15,6 +15,7 @@ Row t is the prediction of split position t + 1 (position 0 is context only).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ import pyarrow as pa
 
 from ..artifacts import (atomic_dir, claim_output, first_line, provenance, read_json, read_parquet, require_space,
                          sha256_file, write_json, write_parquet)
-from ..console import log
+from ..console import log, progress
 from ..errors import DamagedInput, GrocError
 from ..runtime import resolve_device
 from ..text.dataset import Dataset, open_dataset
@@ -101,9 +102,11 @@ def _dump(run: Run, dataset: Dataset, split: str, out_dir: Path, vocab_mode: str
     # vocab.parquet takes at most its words' bytes plus 4 a word; 64 KiB covers the headers and meta.json.
     require_space(out_dir, sum(sizes) + sum(len(w.encode()) + 4 for w in vocab.words) + (1 << 16))
     log(f"dumping {n:,} {dim}-dimensional states of the {split} split ({vocab_mode} vocabulary, {dtype})")
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir) as tmp, contextlib.ExitStack() as stack:
         arrays = {name: _reserved_memmap(tmp / f"{name}.npy", spec) for name, spec in meta["files"].items()}
+        advance = stack.enter_context(progress(f"dump {split}", total=n, unit="tok"))
         for c in model_chunks(model, vocab, dev, chunk):
+            advance(len(c))
             rows = slice(c.start, c.start + len(c))
             arrays["hidden"][rows] = c.hidden
             arrays["targets"][rows] = c.targets

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from ..version import __version__
 from ..artifacts import (atomic_dir, id_dtype, open_parquet, parquet_checksum, parquet_writer, provenance,
                          read_json, read_parquet, sha256_file, write_json, write_parquet)
-from ..console import log
+from ..console import log, progress
 from ..errors import DamagedInput, GrocError
 
 FORMAT_VERSION = 1
@@ -133,6 +133,9 @@ class Scan:
     plan: list[tuple[Iterable[list[str]], list[tuple[str, int]]]]  # per input: its splits in order, with line counts
 
 
+PROGRESS_LINES = 8192  # lines between updates of the progress bar (shown when stderr is a terminal)
+
+
 def _closing(lines: Iterator):
     """Close a generator that stops early (its input file, its tokenizer processes) now, not at garbage collection."""
     return contextlib.closing(lines) if hasattr(lines, "close") else contextlib.nullcontext()
@@ -169,10 +172,12 @@ def count_splits(
         log(f"reading {label}")
         for name in names:
             counts[name], n_lines[name] = Counter(), 0
-        with _closing(lines):
-            for name, tokens in assigned:
+        with _closing(lines), progress(f"counting {label}", total=None, unit="lines") as advance:
+            for read, (name, tokens) in enumerate(assigned, 1):
                 counts[name].update(tokens)
                 n_lines[name] += 1
+                if not read % PROGRESS_LINES:
+                    advance(PROGRESS_LINES)
         plan.append((source, [(name, n_lines[name]) for name in names]))
     words = {name: sum(c.values()) for name, c in counts.items()}
     stats = {}
@@ -223,14 +228,17 @@ def _write_ids(lines: Iterator[list[str]], n_lines: int, index: dict[str, int], 
         oov += int(np.count_nonzero(ids >= in_vocab))
         batch.clear()
 
-    for line in itertools.islice(lines, n_lines):
-        batch += line
-        if eos:
-            batch.append(EOS)
-        read += 1
-        if len(batch) >= BATCH_TOKENS:
-            flush()
-    flush()
+    with progress(f"writing {name}", total=n_lines, unit="lines") as advance:
+        for line in itertools.islice(lines, n_lines):
+            batch += line
+            if eos:
+                batch.append(EOS)
+            read += 1
+            if len(batch) >= BATCH_TOKENS:
+                flush()
+            if not read % PROGRESS_LINES:
+                advance(PROGRESS_LINES)
+        flush()
     if read < n_lines:
         raise _changed(name, f"{read:,} lines, {n_lines:,} before")
     return tokens, oov
