@@ -96,6 +96,6 @@ COMMON = {
     "json_out": typer.Option(False, "--json", help="Print the final summary as JSON on stdout."),
     "tensorboard": typer.Option(None, "--tensorboard", metavar="DIR",
                                 help="Also write the training curves as TensorBoard events to DIR (tensorboard --logdir "
-                                     "DIR); needs pip install 'groc[tensorboard]'. steps.parquet and metrics.parquet in "
+                                     "DIR); needs pip install 'groc-cli\\[tensorboard]'. steps.parquet and metrics.parquet in "
                                      "the run are written either way."),
 }

@@ -6,7 +6,7 @@ regularizers), `train/lr`, `train/grad_norm` and `train/tokens_per_s`; per epoch
 `epoch/train_ppl`, `epoch/valid_ppl` and `epoch/lr`. A resumed run writes its whole history again
 with `purge_step` at its first step, so a directory used twice holds each step once.
 
-Needs the `tensorboard` package (`pip install 'groc[tensorboard]'`); asking for it without that
+Needs the `tensorboard` package (`pip install 'groc-cli[tensorboard]'`); asking for it without that
 package is refused before any work.
 """
 
@@ -26,7 +26,7 @@ def writer_class():
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        raise GrocError("--tensorboard needs the tensorboard package: pip install 'groc[tensorboard]'") from None
+        raise GrocError("--tensorboard needs the tensorboard package: pip install 'groc-cli[tensorboard]' (or pip install tensorboard)") from None
     return SummaryWriter
 
 

@@ -115,6 +115,6 @@ def test_tensorboard_without_the_package_is_refused_before_any_work(data, tmp_pa
     args = ["train", data, "-o", tmp_path / "run", *TINY, "--tensorboard", tmp_path / "tb"]
     got = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
                          env={**os.environ, **TEST_ENV})
-    assert got.returncode != 0 and "pip install 'groc[tensorboard]'" in got.stderr
+    assert got.returncode != 0 and "pip install 'groc-cli[tensorboard]'" in got.stderr
     assert len(got.stderr.strip().splitlines()) == 1, got.stderr
     assert not (tmp_path / "run").exists() and not (tmp_path / "tb").exists()
