@@ -102,10 +102,20 @@ def check_destination(path: Path, force: bool, flag: str = "-o", kind: str | Non
             raise GrocError(f"{flag} {path} is a {found}, not a {kind}; --force replaces only a {kind}: "
                             f"choose another {flag}")
     parent = path.parent if str(path.parent) else Path(".")
-    if not parent.exists():
-        raise GrocError(f"output directory {parent} does not exist; create it first (mkdir -p {parent})")
-    if not os.access(parent, os.W_OK):
-        raise GrocError(f"cannot write to {parent}: permission denied; choose another {flag}")
+    existing = parent
+    while not existing.exists() and existing != existing.parent:  # missing parents are made when writing
+        existing = existing.parent
+    if not existing.is_dir():
+        raise GrocError(f"cannot write {path}: {existing} is not a directory; choose another {flag}")
+    if not os.access(existing, os.W_OK):
+        raise GrocError(f"cannot write to {existing}: permission denied; choose another {flag}")
+
+
+def make_parents(path: Path) -> Path:
+    """The directory that will hold `path`, created with its missing parents (as mkdir -p)."""
+    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    return parent
 
 
 class OutputBusy(GrocError):
@@ -124,6 +134,7 @@ def output_lock(path: Path, flag: str = "-o") -> Iterator[None]:
     release; a process that took the lock checks that its file is still the one at that name, so a
     waiter that opened a file just unlinked cannot share the lock."""
     lock = _lock_path(path)
+    make_parents(lock)
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
         try:
@@ -191,7 +202,7 @@ def _aside(final: Path, directory: bool) -> Iterator[Path]:
     """A new temporary file or directory beside `final`, swapped into place only if the block
     succeeds and removed otherwise; a full disk becomes one line naming `final`."""
     final = Path(final)
-    parent = final.parent if str(final.parent) else Path(".")
+    parent = make_parents(final)
     prefix = f".{final.name}.incomplete-"
     if directory:
         tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))

@@ -187,6 +187,30 @@ def test_eval_outputs_are_never_their_inputs(work, tmp_path):
     assert per_token.read_bytes() == before
 
 
+def test_missing_parent_directories_are_created_and_a_file_in_the_way_is_refused(work, tmp_path):
+    """`-o runs/ptb/tied` works in a fresh checkout, as `mkdir -p` would; every stage's outputs."""
+    text = tmp_path / "text.txt"
+    text.write_text("The cat sat.\n")
+    new = tmp_path / "new" / "deeper"
+    outputs = [
+        (("tokenize", text, "-o", new / "tok" / "text.txt"), new / "tok" / "text.txt"),
+        (("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "4000,1000",
+          "-o", new / "data" / "p"), new / "data" / "p" / "manifest.json"),
+        (("train", work / "data", "-o", new / "runs" / "tied", "--max-epochs", "1", *TINY), new / "runs" / "tied" / "summary.json"),
+        (("dump", work / "run", work / "data", "--split", "valid", "-o", new / "states" / "v"), new / "states" / "v" / "meta.json"),
+        (("eval", work / "run", work / "data", "--split", "valid", "--per-token", new / "pt" / "a.parquet"), new / "pt" / "a.parquet"),
+    ]
+    for args, made in outputs:
+        run_groc(*args, check=True)
+        assert made.is_file(), args
+    assert leftovers(new / "runs") == [] and leftovers(new / "data") == []
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file, not a directory\n")
+    r = run_groc("tokenize", text, "-o", blocked / "sub" / "text.txt")
+    assert r.returncode == 2 and "is not a directory" in one_error_line(r)
+    assert blocked.read_text() == "a file, not a directory\n"
+
+
 @contextlib.contextmanager
 def small_disk(path: Path, size: str):
     """A tmpfs of `size` at `path` (root only): a real full disk for real processes."""
