@@ -7,8 +7,11 @@
 Conventions, the same as ``groc eval`` (see docs/api.md):
 
 * every sentence ends with ``<eos>``, which is scored (datasets store one after each line);
-* a sentence is read after ``<eos>`` from a fresh state, as a line that follows another line
-  of a dataset (``reset=False`` carries the state from one sentence to the next instead);
+* a sentence is read after ``<eos>`` from the checkpoint's start state: the mean state the
+  model is in after an ``<eos>`` of held-out text (``training/start_state.py``), so that it
+  reads a lone sentence as a line that follows another line of a dataset; runs trained before
+  start states existed start from zeros (``reset=False`` carries the state from one sentence
+  to the next instead);
 * open vocabulary (``eval --vocab union``) over the model's words plus the sentence's new
   words: GroC composes the new words from their characters (and lexicon); a table model
   reads them as ``<unk>`` and mixes a uniform share u = 0.01 into every prediction,
@@ -33,6 +36,7 @@ from .evaluation.perplexity import TABLE_UNION_UNIFORM
 from .runtime import resolve_device
 from .text.dataset import EOS, UNK
 from .training.run import Run
+from .training.start_state import load_start_state
 
 VOCAB_MODES = ("union", "model")
 #: Composed embeddings of words outside the model's vocabulary kept between sentences (GroC);
@@ -67,6 +71,7 @@ class LoadedRun:
         self.device = resolve_device(device)
         self.model, words, self.counts = self.run.build(checkpoint, device=self.device)
         self.model.eval()
+        self._start = load_start_state(self.run.checkpoint(checkpoint), self.model)
         self.vocab: list[str] = list(words)
         self.index = {w: i for i, w in enumerate(self.vocab)}
         if UNK not in self.index or EOS not in self.index:
@@ -88,6 +93,8 @@ class LoadedRun:
     def to(self, device: str | torch.device) -> "LoadedRun":
         self.device = resolve_device(str(device))
         self.model.to(self.device)
+        if self._start is not None:
+            self._start = [(h.to(self.device), c.to(self.device)) for h, c in self._start]
         self._memo.clear()
         self._composer = None
         return self
@@ -155,6 +162,12 @@ class LoadedRun:
             return [self.index.get(w, unk) for w in tokens]
         return [self.index[w] if w in self.index else new.setdefault(w, len(self.vocab) + len(new)) for w in tokens]
 
+    def start_state(self):
+        """The LSTM state a sentence starts from (see the module docstring)."""
+        if self._start is None:
+            return self.model.init_state(1)
+        return [(h.clone(), c.clone()) for h, c in self._start]
+
     def score_tokens(self, tokens: list[str], state=None, hidden_out: list | None = None):
         """Log-probs (natural) of ``tokens`` + <eos> after <eos>, from ``state`` (None: fresh);
         returns (log-probs as a list of floats, the state after the final <eos>). The hidden
@@ -172,7 +185,7 @@ class LoadedRun:
             inputs = [eos] + [t if (t < V or self.composes) else unk for t in targets[:-1]]
             x = torch.tensor(inputs, dtype=torch.long, device=self.device).view(-1, 1)
             if state is None:
-                state = self.model.init_state(1)
+                state = self.start_state()
             hidden, state = self.model(x, state, composed)
             if hidden_out is not None:
                 hidden_out.append(hidden[:, 0].float().cpu().numpy())
@@ -197,7 +210,8 @@ class LoadedRun:
         if memory is not None:
             from .caches import interpolate
 
-        state = None
+        # One stream starts, as groc eval's does, from zeros; lone sentences from the start state.
+        state = None if reset else self.model.init_state(1)
         for sentence in sentences:
             tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
             hidden: list | None = [] if memory is not None else None
@@ -256,7 +270,7 @@ class LoadedRun:
             if not self.composes:
                 ids = [self.index[UNK] if i >= len(self.vocab) else i for i in ids]
             x = torch.tensor(ids, dtype=torch.long, device=self.device).view(-1, 1)
-            hidden, _ = self.model(x, self.model.init_state(1), composed)
+            hidden, _ = self.model(x, self.start_state(), composed)
             lp = composed.log_probs(hidden[-1:, 0].float())[0]
             if lp.numel() > len(self.vocab):  # renormalise over the model's own words
                 lp = lp[: len(self.vocab)] - torch.logsumexp(lp[: len(self.vocab)], 0)

@@ -92,9 +92,53 @@ def test_log10_and_reset_per_line(work):
     header, log10 = rows(run_groc("score", work / "tied", "-", "--log10", input=text, check=True).stdout)
     assert header[0] == "log10_prob"
     assert float(log10[0][0]) == pytest.approx(float(ln[0][0]) / math.log(10), abs=1e-5)
-    assert ln[0] == ln[1]  # each line from a fresh state by default
+    assert ln[0] == ln[1]  # each line from the run's start state by default
     _, stream = rows(run_groc("score", work / "tied", "-", "--one-stream", input=text, check=True).stdout)
-    assert stream[0] == ln[0] and stream[1] != ln[1]
+    assert stream[1] != ln[1]
+
+
+@pytest.mark.parametrize("run", ["tied", "groc"])
+def test_lines_start_from_the_mean_state_after_eos_of_held_out_text(work, tmp_path, run):
+    """Each checkpoint's start_state.safetensors is the mean LSTM state after each <eos> of
+    the run's valid split read as one stream (eval mode); lone lines start from it, and a run
+    without one (trained before start states) starts from zeros."""
+    import shutil
+
+    import torch
+
+    from groc_cli import load_run
+    from groc_cli.text.dataset import EOS, open_dataset
+    from groc_cli.training.data import model_ids
+
+    loaded = load_run(work / run, vocab="model")
+    model = loaded.model
+    valid = model_ids(loaded.vocab, open_dataset(work / "data"), "valid")
+    eos = loaded.index[EOS]
+    state, sums, lines, start = model.init_state(1), None, 0, 0
+    with torch.no_grad():
+        for end in (valid == eos).nonzero().flatten().tolist():
+            _, state = model(valid[start : end + 1].view(-1, 1), state)
+            sums = state if sums is None else [(a + h, b + c) for (a, b), (h, c) in zip(sums, state)]
+            lines, start = lines + 1, end + 1
+    expected = [(h / lines, c / lines) for h, c in sums]
+    got = loaded.start_state()
+    assert lines > 10 and len(got) == len(expected)
+    for (h, c), (eh, ec) in zip(got, expected):
+        assert torch.allclose(h, eh, atol=1e-6) and torch.allclose(c, ec, atol=1e-6)
+        assert h.abs().sum() > 0
+    for which in ("best", "last"):
+        assert (work / run / which / "start_state.safetensors").is_file()
+    line = b"the captain was here\n"
+    _, scored = rows(run_groc("score", work / run, "-", "--vocab", "model", input=line, check=True).stdout)
+    assert float(scored[0][0]) == pytest.approx(sum(loaded.score_tokens("the captain was here".split())[0]), abs=1e-5)
+    old = tmp_path / "old"
+    shutil.copytree(work / run, old)
+    for which in ("best", "last"):
+        (old / which / "start_state.safetensors").unlink()
+    zeros = load_run(old, vocab="model")
+    assert all(float(h.abs().sum()) == 0 for h, _ in zeros.start_state())
+    _, from_zeros = rows(run_groc("score", old, "-", "--vocab", "model", input=line, check=True).stdout)
+    assert from_zeros[0][0] != scored[0][0]
 
 
 def test_tokenize_reads_raw_text(work):

@@ -41,8 +41,9 @@ def score(
     vocab: str = typer.Option("union", "--vocab", help="union: open vocabulary, as 'eval --vocab union' (GroC composes unseen "
                               "words; table models give them a uniform share of 0.01), over the model's words plus the "
                               "line's new words. model: closed vocabulary, unseen words scored as <unk>."),
-    reset_per_line: bool = typer.Option(True, "--reset-per-line/--one-stream", help="Score each line from a fresh state "
-                                        "(default), or carry the state from line to line as one document (as 'groc eval')."),
+    reset_per_line: bool = typer.Option(True, "--reset-per-line/--one-stream", help="Score each line from the run's start "
+                                        "state (the mean state after <eos> of held-out text; default), or carry the state "
+                                        "from line to line as one document starting from zeros (as 'groc eval')."),
     log10: bool = typer.Option(False, "--log10", help="Write base-10 log-probabilities (KenLM's convention) instead of natural logs."),
     per_word: bool = typer.Option(False, "--per-word", help="Add each token's log-probability (the line's words, then <eos>)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line instead of TSV."),

@@ -1,0 +1,97 @@
+"""The state a line starts from when lines are scored one by one (``groc score``, ``load_run``).
+
+A model trained on a stream of lines has read each line after the previous one's ``<eos>``; it
+has seen the all-zero LSTM state only at the start of each batch column, a few times an epoch.
+Scoring a line from zeros is therefore out of its training distribution (on the quickstart's
+Persuasion lines it cost a third in perplexity). A checkpoint's start state is instead the mean
+of the states the model is in right after reading ``<eos>`` over the first lines of held-out
+text: what "the start of a line" looks like to it. Written beside the weights as
+``start_state.safetensors`` at the end of ``groc train`` and ``groc finetune``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from ..artifacts import _umask, atomic_path
+
+FILE = "start_state.safetensors"
+MAX_LINES = 1000
+
+
+def compute_start_state(model, ids: torch.Tensor, eos: int, max_lines: int = MAX_LINES):
+    """Mean (h, c) per LSTM layer after each ``<eos>`` of the 1-D id stream ``ids`` (first
+    ``max_lines`` lines, read as one stream from zeros), in eval mode; None without an ``<eos>``."""
+    ends = (ids == eos).nonzero().flatten().tolist()[:max_lines]
+    if not ends:
+        return None
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    try:
+        with torch.no_grad():
+            composed = model.compose(grad=False)
+            state = model.init_state(1)
+            sums = [(torch.zeros_like(h), torch.zeros_like(c)) for h, c in state]
+            start = 0
+            for end in ends:
+                if end >= start:  # the line's tokens and its <eos>
+                    _, state = model(ids[start : end + 1].view(-1, 1).to(device), state, composed)
+                sums = [(sh + h, sc + c) for (sh, sc), (h, c) in zip(sums, state)]
+                start = end + 1
+    finally:
+        model.train(was_training)
+    return [(sh / len(ends), sc / len(ends)) for sh, sc in sums]
+
+
+def save_start_state(state, directory: Path) -> None:
+    tensors = {}
+    for i, (h, c) in enumerate(state):
+        tensors[f"h.{i}"] = h.detach().float().cpu().contiguous()
+        tensors[f"c.{i}"] = c.detach().float().cpu().contiguous()
+    with atomic_path(Path(directory) / FILE) as tmp:
+        save_file(tensors, str(tmp))
+        os.chmod(tmp, 0o666 & ~_umask())
+
+
+def load_start_state(directory: Path, model):
+    """A checkpoint's start state for ``model`` (batch size 1), or None: absent (runs written
+    before start states, datasets without ``<eos>``) or not matching the model's layers."""
+    path = Path(directory) / FILE
+    if not path.exists():
+        return None
+    try:
+        stored = load_file(str(path))
+    except (SafetensorError, OSError):
+        return None
+    zeros = model.init_state(1)
+    state = []
+    for i, (h0, c0) in enumerate(zeros):
+        h, c = stored.get(f"h.{i}"), stored.get(f"c.{i}")
+        if h is None or c is None or h.shape != h0.shape or c.shape != c0.shape:
+            return None
+        state.append((h.to(h0), c.to(c0)))
+    return state if len(stored) == 2 * len(zeros) else None
+
+
+def write_start_states(model, ids: torch.Tensor | None, eos: int | None, run_dir: Path, load_weights) -> None:
+    """Compute and save each checkpoint's start state (best, last) from held-out ``ids``; the
+    model's own weights are restored afterwards."""
+    if ids is None or eos is None:
+        return
+    kept = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    try:
+        for which in ("best", "last"):
+            directory = Path(run_dir) / which
+            if (directory / "model.safetensors").exists():
+                load_weights(model, directory)
+                state = compute_start_state(model, ids, eos)
+                if state is not None:
+                    save_start_state(state, directory)
+    finally:
+        model.load_state_dict(kept)
