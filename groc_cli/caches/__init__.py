@@ -17,19 +17,26 @@ and ``unbounded`` with an exact index ("Flat"); with a compressed index (IVF/PQ)
 inside the current block are compared exactly and older ones through the index, so results
 depend slightly on the block size.  NaN marks positions where the cache is empty (t = 0)
 or undefined; ``interpolate`` falls back to the model there.
+
+Each kind registers itself (``registry.register_cache``) with its ``groc eval`` settings, its
+--grid settings, its checks and its construction from them; ``groc eval`` runs whichever
+``CACHE_KINDS`` holds, including one registered outside this package (docs/extending-caches.md).
 """
 
 from __future__ import annotations
 
 from .base import StreamCache, check_weights, interpolate
-from .local import LocalCache
-from .unbounded import UnboundedCache
-from .unigram import UnigramCache
+from .registry import CACHE_KINDS, CacheContext, ConfiguredCache, register_cache, setting_fields
 
-CACHE_KINDS = {"unigram": UnigramCache, "local": LocalCache, "unbounded": UnboundedCache}
+# Registered in this order, the order of --cache's choices: unigram, local, unbounded.
+from .unigram import UnigramCache  # noqa: E402, I001
+from .local import LocalCache  # noqa: E402
+from .unbounded import UnboundedCache  # noqa: E402
 
 __all__ = [
     "CACHE_KINDS",
+    "CacheContext",
+    "ConfiguredCache",
     "LocalCache",
     "StreamCache",
     "UnboundedCache",
@@ -37,6 +44,8 @@ __all__ = [
     "check_weights",
     "interpolate",
     "make_cache",
+    "register_cache",
+    "setting_fields",
 ]
 
 

@@ -18,6 +18,8 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from ..settings import setting
+
 #: Largest target id the caches accept (they store ids as int32 or compare them as int64).
 MAX_TARGET_ID = 2**31 - 1
 
@@ -124,3 +126,15 @@ def check_chunk(
     if dim is not None and h.shape[1] != dim:
         raise ValueError(f"hidden states have dimension {h.shape[1]}, the cache expects {dim}")
     return h, y
+
+
+def cache_size_setting():
+    """The --cache-size setting, shared by the unigram and local caches (declared once here)."""
+    return setting(None, "local: window of past positions (default 10000); unigram: count only the last N targets "
+                   "(default: all).")
+
+
+def check_cache_size(cache_size: int | None) -> None:
+    """The shared --cache-size check (a message naming the setting in backticks)."""
+    if cache_size is not None and cache_size < 1:
+        raise ValueError(f"`cache_size` {cache_size}: must be >= 1")

@@ -14,17 +14,32 @@ sparse).  Only the window (cache_size × d keys, ids, positions) is kept in memo
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from .base import check_chunk
+from ..settings import setting
+from .base import cache_size_setting, check_cache_size, check_chunk
+from .registry import ConfiguredCache, register_cache
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: The window when none is given (Grave et al. 2017c use up to 10,000; so does GroC C.4).
+DEFAULT_WINDOW = 10_000
 
 
-class LocalCache:
+@dataclass
+class LocalSettings:
+    """``groc eval --cache local``'s settings; ``cache_size`` None is ``DEFAULT_WINDOW``."""
+
+    theta: float = setting(0.3, "local: flatness θ of exp(θ hᵀh_i).")
+    cache_size: int | None = cache_size_setting()
+
+
+@register_cache
+class LocalCache(ConfiguredCache):
     """Continuous cache over a sliding window, scored for several θ at once.
 
     thetas: flatness parameters θ ≥ 0 (one output column each; GroC C.4 selected 0.5
@@ -37,10 +52,14 @@ class LocalCache:
         1e-7 · |θ hᵀh|) or "float64" (matches a float64 reference to ~1e-12).
     """
 
+    kind = "local"
+    Settings = LocalSettings
+    grid = ("theta",)
+
     def __init__(
         self,
         thetas: Sequence[float] = (0.5,),
-        cache_size: int = 10_000,
+        cache_size: int = DEFAULT_WINDOW,
         dim: int | None = None,
         block_size: int = 512,
         dtype: str = "float32",
@@ -81,6 +100,17 @@ class LocalCache:
         self._keys: torch.Tensor | None = None
         self._ids = torch.zeros(0, dtype=torch.int64)
         self._pos = torch.zeros(0, dtype=torch.int64)
+
+    @classmethod
+    def check(cls, s: LocalSettings, values: dict[str, list], chosen: bool) -> None:
+        check_cache_size(s.cache_size)
+        for t in values["theta"]:
+            if t < 0 or not math.isfinite(t):
+                raise ValueError(f"`theta` {t}: must be a finite number >= 0")
+
+    @classmethod
+    def from_settings(cls, s: LocalSettings, values, ctx, first_states=None) -> "LocalCache":
+        return cls(thetas=values["theta"], cache_size=s.cache_size or DEFAULT_WINDOW, dim=ctx.dim)
 
     def __len__(self) -> int:
         return min(self._seen, self.cache_size)

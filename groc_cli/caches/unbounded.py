@@ -39,9 +39,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -50,9 +52,16 @@ import numpy as np
 import torch
 
 from ..artifacts import atomic_path
+from ..settings import setting
 from .base import check_chunk
+from .registry import CacheContext, ConfiguredCache, register_cache
 
 KERNELS = ("gaussian", "epanechnikov")
+#: Where the exact refinement stage finds each state (--datastore).
+DATASTORES = ("memory", "disk")
+#: States the default index is trained on when --index-train is not given (IVF4096 wants
+#: about 39 points per centroid; FAISS warns below that).
+DEFAULT_INDEX_TRAIN = 200_000
 # FAISS GPU indexes return at most this many neighbours (faiss/gpu/utils/DeviceDefs.cuh).
 GPU_MAX_KNN = 2048
 # float32 elements of one [queries, candidates, d] slab when re-ranking from stored states:
@@ -131,6 +140,29 @@ def exact_refinement(index: faiss.Index):
     return None
 
 
+@dataclass
+class UnboundedSettings:
+    """``groc eval --cache unbounded``'s settings (``knn``, ``kernel`` and ``bandwidth_scale``
+    take a --grid list)."""
+
+    knn: int = setting(1024, "unbounded: neighbours k.")
+    index: str = setting("IVF4096,PQ32", "unbounded: FAISS factory string ('Flat' is exact).")
+    nprobe: int = setting(8, "unbounded: inverted lists visited per query (IVF indexes).")
+    kernel: str = setting("gaussian", "unbounded: gaussian or epanechnikov.")
+    bandwidth_scale: float = setting(1.0, "unbounded: multiplies the k-th-neighbour bandwidth (1 = paper).")
+    index_train: int | None = setting(None, "unbounded, trainable index (IVF/PQ): train it on the first N states of "
+                                      "the evaluated stream (default min(200000, tokens)); the quantizer sees those "
+                                      "states, never their targets, before they are scored.")
+    index_save: Path | None = setting(None, "unbounded: write the trained, empty FAISS index (quantizer and codebooks, "
+                                      "no stored states) to this file for --index-load.")
+    index_load: Path | None = setting(None, "unbounded: use a trained index from --index-save instead of training "
+                                      "one (e.g. trained on valid states, used on test).")
+    datastore: str = setting("memory", "unbounded, large datastores: where an index ending in ',RFlat' (exact "
+                             "re-ranking of its candidates) reads each state. memory: a float32 copy inside the index, "
+                             "4 x d bytes a state. disk: the memory-mapped --states dump, so only the index's codes "
+                             "stay in memory (44 bytes a state for IVF...,PQ32); same results.")
+
+
 def _as_list(x, name: str) -> list:
     if isinstance(x, (str, int, float)):
         x = [x]
@@ -140,7 +172,8 @@ def _as_list(x, name: str) -> list:
     return x
 
 
-class UnboundedCache:
+@register_cache
+class UnboundedCache(ConfiguredCache):
     """kNN cache over every previous position, in a FAISS index.
 
     dim: hidden size (inferred from train_vectors when None; needed to build the index
@@ -166,6 +199,12 @@ class UnboundedCache:
 
     Columns of ``score`` (see ``settings``): for each k, for each kernel, for each s.
     """
+
+    kind = "unbounded"
+    Settings = UnboundedSettings
+    grid = ("knn", "kernel", "bandwidth_scale")
+    reads = ("index_load",)
+    writes = ("index_save",)
 
     def __init__(
         self,
@@ -284,6 +323,98 @@ class UnboundedCache:
             "datastore": "memory" if stored_states is None else "stored_states",
             "training": self.train_info,
         }
+
+    # ---- groc eval: checks and construction from the settings ---------------------------
+
+    @classmethod
+    def check(cls, s: UnboundedSettings, values: dict[str, list], chosen: bool) -> None:
+        if s.nprobe < 1:
+            raise ValueError(f"`nprobe` {s.nprobe}: must be >= 1")
+        if s.index_train is not None and s.index_train < 1:
+            raise ValueError(f"`index_train` {s.index_train}: must be >= 1")
+        for k in values["knn"]:
+            if k < 1:
+                raise ValueError(f"`knn` {k}: must be >= 1")
+        for k in values["kernel"]:
+            if k not in KERNELS:
+                raise ValueError(f"`kernel` {k!r}: expected one of {', '.join(KERNELS)}")
+        for b in values["bandwidth_scale"]:
+            if not (b > 0 and math.isfinite(b)):
+                raise ValueError(f"`bandwidth_scale` {b}: must be > 0")
+        if (s.index_save or s.index_load) and not chosen:
+            raise ValueError("`index_save` and `index_load` apply to `cache` unbounded only")
+        if s.index_save and s.index_load:
+            raise ValueError("give `index_save` or `index_load`, not both (a loaded index is already saved)")
+        if s.index_load and not Path(s.index_load).is_file():
+            raise ValueError(f"`index_load` {s.index_load}: no such file; write one with `index_save`")
+        if s.datastore not in DATASTORES:
+            raise ValueError(f"`datastore` {s.datastore!r}: expected one of {', '.join(DATASTORES)}")
+        if s.datastore == "disk" and not chosen:
+            raise ValueError("`datastore` disk applies to `cache` unbounded only")
+
+    @classmethod
+    def check_context(cls, s: UnboundedSettings, values: dict[str, list], ctx: CacheContext) -> None:
+        """A --datastore disk without --states, and a factory string FAISS rejects or the cache
+        cannot use: refused before any work."""
+        if s.datastore == "disk" and not ctx.has_states:
+            raise ValueError("`datastore` disk reads the states from a dump: add --states DIR "
+                             "(written by 'groc dump RUN DATASET --split S -o DIR')")
+        cls._empty_index(s, ctx.dim)
+
+    @classmethod
+    def _empty_index(cls, s: UnboundedSettings, dim: int) -> faiss.Index:
+        """The (empty) index of ``s.index``, built to check it and inspect it (``is_trained``,
+        IVF list count)."""
+        try:
+            index = faiss.index_factory(dim, s.index, faiss.METRIC_L2)
+        except Exception as err:
+            raise ValueError(f"`index` {s.index!r}: FAISS rejected it for {dim}-dimensional states "
+                             f"({_faiss_message(err)}); give a factory string valid for that size, or 'Flat'") from None
+        problem = index_problem(index)
+        if problem:
+            raise ValueError(f"`index` {s.index!r}: FAISS builds it, but the unbounded cache cannot use it: {problem}")
+        if s.datastore == "disk" and exact_refinement(index) is None:
+            raise ValueError(f"`index` {s.index!r} has no exact refinement stage for `datastore` disk to read states "
+                             "for; end it with ',RFlat' (e.g. 'IVF4096,PQ32,RFlat')")
+        return index
+
+    @classmethod
+    def warmup(cls, s: UnboundedSettings, values: dict[str, list], ctx: CacheContext) -> int:
+        """The states an index that needs training is trained on (the first ``index_train`` of
+        the stream); checks that need the stream's length."""
+        # The last prediction sees total - 1 stored states: a larger k is never filled.
+        k, total = max(values["knn"]), ctx.total
+        if k > total - 1:
+            raise ValueError(f"`knn` {k} is larger than the datastore can ever hold: the {ctx.split} split has "
+                             f"{total:,} predictions, so at most {total - 1:,} states precede the last one; choose "
+                             f"`knn` <= {max(total - 1, 1):,}")
+        index = cls._empty_index(s, ctx.dim)
+        if index.is_trained or s.index_load:
+            return 0
+        n_train = min(s.index_train or DEFAULT_INDEX_TRAIN, total)
+        ivf = cls._ivf(index)
+        nlist = faiss.downcast_index(ivf).nlist if ivf is not None else 0
+        if nlist and n_train < nlist:
+            raise ValueError(f"`index` {s.index}: its {nlist:,} inverted lists need at least {nlist:,} training states, "
+                             f"but only {n_train:,} are used (`index_train`, the split's length); use a smaller IVF "
+                             "(about 1 list per 40 states), or 'Flat'")
+        return n_train
+
+    @classmethod
+    def from_settings(cls, s: UnboundedSettings, values: dict[str, list], ctx: CacheContext,
+                      first_states: np.ndarray | None = None) -> "UnboundedCache":
+        """The cache, trained on ``first_states`` (see ``warmup``) or loaded from --index-load;
+        a trained index is saved to --index-save."""
+        if first_states is not None:
+            ctx.log(f"training FAISS index {s.index} on the first {len(first_states):,} states of the stream")
+        cache = cls(dim=ctx.dim, index=s.index, nprobe=s.nprobe, knn=values["knn"], kernels=values["kernel"],
+                    bandwidth_scales=values["bandwidth_scale"], train_vectors=first_states, trained_index=s.index_load,
+                    use_gpu="auto" if ctx.device == "cuda" else False,
+                    stored_states=ctx.stored_states() if s.datastore == "disk" else None)
+        if s.index_save:
+            cache.save_trained(s.index_save)
+            ctx.log(f"wrote the trained empty index to {s.index_save} (reuse it with --index-load)")
+        return cache
 
     # ---- index construction, training, persistence -------------------------------------
 

@@ -6,13 +6,28 @@ Grave et al. 2017c, figure 4); by default every previous target counts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .base import check_chunk
+from .base import cache_size_setting, check_cache_size, check_chunk
+from .registry import ConfiguredCache, register_cache
 
 
-class UnigramCache:
+@dataclass
+class UnigramSettings:
+    """``groc eval --cache unigram``'s settings."""
+
+    cache_size: int | None = cache_size_setting()
+
+
+@register_cache
+class UnigramCache(ConfiguredCache):
     """Counts of previous targets; ``score`` ignores the hidden states (pass None)."""
+
+    kind = "unigram"
+    Settings = UnigramSettings
+    needs_hidden = False
 
     def __init__(self, cache_size: int | None = None):
         if cache_size is not None and (int(cache_size) != cache_size or cache_size < 1):
@@ -23,6 +38,14 @@ class UnigramCache:
         self._seen = 0
         self._counts = np.zeros(0, dtype=np.int64)  # unbounded: count per id
         self._recent = np.zeros(0, dtype=np.int64)  # windowed: the last cache_size targets
+
+    @classmethod
+    def check(cls, s: UnigramSettings, values: dict[str, list], chosen: bool) -> None:
+        check_cache_size(s.cache_size)
+
+    @classmethod
+    def from_settings(cls, s: UnigramSettings, values, ctx, first_states=None) -> "UnigramCache":
+        return cls(cache_size=s.cache_size)
 
     def __len__(self) -> int:
         return self._seen if self.cache_size is None else len(self._recent)
