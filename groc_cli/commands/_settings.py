@@ -39,6 +39,11 @@ def with_settings(*classes: type, defaults: dict | None = None, helps: dict | No
     return decorate
 
 
+def option_parameter(f: dataclasses.Field, hint: Any) -> inspect.Parameter:
+    """The command-line option of one setting, with its own default and help."""
+    return _parameter(f, hint, S.default_of(f), S.meta(f)["help"])
+
+
 def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str) -> inspect.Parameter:
     m = S.meta(f)
     flag = S.flag_of(f)

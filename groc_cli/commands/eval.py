@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 from pathlib import Path
 from typing import Optional
 
@@ -12,8 +13,12 @@ from ..artifacts import claim_output
 from ..console import emit_json
 from ..errors import GrocError
 from ..runtime import set_threads
-from ..evaluation.perplexity import EvalSettings, evaluate, parse_grid
+from ..caches import setting_fields
+from ..evaluation.grid import parse_grid
+from ..evaluation.perplexity import EvalSettings, evaluate
+from ..settings import cli_fields, hints, meta
 from ._inputs import THREADS, VERIFY
+from ._settings import option_parameter
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -48,60 +53,24 @@ def eval_command(
                                         "or the split of --states)."),
     vocab: Optional[str] = typer.Option(None, "--vocab", help="model: closed vocabulary, unknown words -> <unk> (default, "
                                         "or that of --states). union: the model's vocabulary plus every type of the split (paper 5.1)."),
-    uniform_weight: Optional[float] = typer.Option(None, "--uniform-weight", help="u in p = (1-u) p_model + u/|vocab|. "
-                                                   "Default 0.01 for table models with --vocab union (they give new words no mass), else 0."),
-    downweight_new: float = typer.Option(1.0, "--downweight-new", help="GroC, --vocab union: multiply the probability of words outside "
-                                         "the training vocabulary by F and renormalise (before any cache)."),
-    cache: str = typer.Option("none", "--cache", help="none, unigram, local (Grave et al. 2017c) or unbounded (Grave et al. 2017a)."),
-    cache_weight: float = typer.Option(0.1, "--cache-weight", help="w in p = (1-w) p_model + w p_cache: the cache's share. "
-                                       "Grave et al. 2017c's λ is this share; the GroC paper's λ is 1 minus it."),
-    theta: float = typer.Option(0.3, "--theta", help="local: flatness θ of exp(θ hᵀh_i)."),
-    cache_size: Optional[int] = typer.Option(None, "--cache-size", help="local: window of past positions (default 10000); "
-                                             "unigram: count only the last N targets (default: all)."),
-    knn: int = typer.Option(1024, "--knn", help="unbounded: neighbours k."),
-    index: str = typer.Option("IVF4096,PQ32", "--index", help="unbounded: FAISS factory string ('Flat' is exact)."),
-    nprobe: int = typer.Option(8, "--nprobe", help="unbounded: inverted lists visited per query (IVF indexes)."),
-    kernel: str = typer.Option("gaussian", "--kernel", help="unbounded: gaussian or epanechnikov."),
-    bandwidth_scale: float = typer.Option(1.0, "--bandwidth-scale", help="unbounded: multiplies the k-th-neighbour bandwidth (1 = paper)."),
-    index_train: Optional[int] = typer.Option(None, "--index-train", help="unbounded, trainable index (IVF/PQ): train it on the first N "
-                                              "states of the evaluated stream (default min(200000, tokens)); the quantizer sees "
-                                              "those states, never their targets, before they are scored."),
-    index_save: Optional[Path] = typer.Option(None, "--index-save", help="unbounded: write the trained, empty FAISS index "
-                                              "(quantizer and codebooks, no stored states) to this file for --index-load."),
-    index_load: Optional[Path] = typer.Option(None, "--index-load", help="unbounded: use a trained index from --index-save "
-                                              "instead of training one (e.g. trained on valid states, used on test)."),
-    datastore: str = typer.Option("memory", "--datastore", help="unbounded, large datastores: where an index ending in "
-                                  "',RFlat' (exact re-ranking of its candidates) reads each state. memory: a float32 copy "
-                                  "inside the index, 4 x d bytes a state. disk: the memory-mapped --states dump, so only the "
-                                  "index's codes stay in memory (44 bytes a state for IVF...,PQ32); same results."),
-    grid: Optional[str] = typer.Option(None, "--grid", help="Score every combination in one pass, e.g. "
-                                       "'cache-weight=0.05,0.1;theta=0.1,0.5'. Names: cache-weight (any cache), theta "
-                                       "(local), knn, kernel, bandwidth-scale (unbounded); the others keep their flag's value."),
     grid_out: Optional[Path] = typer.Option(None, "--grid-out", help="With --grid: write the table (one row per setting, "
                                             "best marked) as Parquet."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="With --grid of one or two settings: draw the perplexity of "
                                         "each combination as a PNG heatmap, best outlined (needs matplotlib)."),
-    lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="GroC: use this lexicon table instead of the run's own "
-                                           "(other coverage, Table 4; relations of new words in --vocab union)."),
     per_token: Optional[Path] = typer.Option(None, "--per-token", help="Write one Parquet row per prediction: position, word, in_train, "
                                              "train_freq, model_logp, final_logp (natural log)."),
     states: Optional[Path] = typer.Option(None, "--states", help="Read hidden states and model log-probs from a 'groc dump' directory "
                                           "instead of running the model (refused if its model or dataset checksum differs)."),
-    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
-    chunk: int = typer.Option(256, "--chunk", help="Positions run through the LSTM at once (results do not depend on it)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out, --plot or --index-save file."),
     verify: bool = VERIFY,
     threads: str = THREADS,
+    **options,
 ) -> None:
     """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
     set_threads(threads)
-    settings = EvalSettings(
-        split=split or "test", vocab=vocab or "model", uniform_weight=uniform_weight, downweight_new=downweight_new, cache=cache,
-        cache_weight=cache_weight, theta=theta, cache_size=cache_size, knn=knn, index=index, nprobe=nprobe, kernel=kernel,
-        bandwidth_scale=bandwidth_scale, index_train=index_train, index_save=_str(index_save), index_load=_str(index_load),
-        datastore=datastore, grid=grid, lexicon=_str(lexicon), checkpoint=checkpoint, chunk=chunk, device=device,
-    )
+    given = {name: value for name, value in (("split", split), ("vocab", vocab)) if value}
+    settings = EvalSettings(**given, **options)
+    cache, grid = settings.cache, settings.grid
     with contextlib.ExitStack() as outputs:
         axes = _plot_axes(plot, grid, cache)
         if plot is not None:
@@ -116,6 +85,33 @@ def eval_command(
                     title=f"{Path(run_dir).name} on {result.get('split', settings.split)}: perplexity, {cache} cache")
             result["plot"] = str(plot)
     emit_json(result)
+
+
+#: The options in --help order: eval_command's own parameters and EvalSettings' command-line
+#: settings by name; ... stands for the registered caches' settings (caches.setting_fields()).
+LAYOUT = ("run_dir", "dataset", "split", "vocab", "uniform_weight", "downweight_new", "cache", "cache_weight", ...,
+          "grid", "grid_out", "plot", "lexicon", "per_token", "states", "checkpoint", "chunk", "device", "force",
+          "verify", "threads")
+
+
+def command():
+    """eval_command with one option per setting (EvalSettings' and each registered cache's),
+    generated from their declarations when the command is registered."""
+    own = inspect.signature(eval_command, eval_str=True).parameters
+    general = {f.name: option_parameter(f, hints(EvalSettings)[f.name]) for f in cli_fields(EvalSettings)}
+    caches = [option_parameter(f, hints(owner)[f.name]) for f, owner in setting_fields() if meta(f).get("cli", True)]
+    parameters = []
+    for name in LAYOUT:
+        parameters += caches if name is ... else [own[name] if name in own else general[name]]
+    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters]
+
+    def eval(**kwargs) -> None:
+        eval_command(**kwargs)
+
+    eval.__signature__ = inspect.Signature(parameters)
+    eval.__annotations__ = {p.name: p.annotation for p in parameters}
+    eval.__doc__ = eval_command.__doc__
+    return eval
 
 
 def _plot_axes(plot: Optional[Path], grid: Optional[str], cache: str) -> tuple[str, str]:
@@ -133,9 +129,5 @@ def _plot_axes(plot: Optional[Path], grid: Optional[str], cache: str) -> tuple[s
     return (names[0], names[1]) if len(names) == 2 else (names[0], "cache")
 
 
-def _str(path: Optional[Path]) -> Optional[str]:
-    return None if path is None else str(path)
-
-
 def register(app: typer.Typer) -> None:
-    app.command("eval", epilog=EPILOG, help=SUMMARIES["eval"])(eval_command)
+    app.command("eval", epilog=EPILOG, help=SUMMARIES["eval"])(command())

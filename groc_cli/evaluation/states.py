@@ -154,6 +154,20 @@ class States:
         if m["split"] != split:
             raise GrocError(f"states {self.path} hold the {m['split']} split, not {split}; use --split {m['split']}")
 
+    def settle(self, s, vocab_given: bool, split_given: bool) -> None:
+        """Evaluation settings ``s`` (EvalSettings) against these states: --vocab and --split
+        default to theirs (``*_given`` False); another --vocab or a --lexicon is refused."""
+        if not vocab_given:
+            s.vocab = self.meta["vocab"]
+        if not split_given:
+            s.split = self.meta["split"]
+        if s.vocab != self.meta["vocab"]:
+            raise GrocError(f"--vocab {s.vocab}: the states in {self.path} were dumped with --vocab {self.meta['vocab']}; "
+                            "drop --vocab or dump again")
+        if s.lexicon is not None:
+            raise GrocError("--lexicon cannot change states already dumped (their log-probabilities are fixed); "
+                            "pass --lexicon to 'groc dump' instead")
+
     def hidden(self) -> np.ndarray:
         """hidden.npy memory-mapped read-only: rows are read from disk when used."""
         return np.load(self.path / "hidden.npy", mmap_mode="r")

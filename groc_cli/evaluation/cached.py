@@ -1,0 +1,123 @@
+"""The cache of an evaluation, whichever is registered under ``--cache``: its checks in order
+(``caches.registry``), its construction, and the stream of chunks it scores.
+
+The evaluation knows no cache kind: ``CacheSetup`` asks the kind's class, and writes the
+settings its messages name as flags (one-line GrocErrors).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from ..caches import CACHE_KINDS, CacheContext, interpolate
+from ..errors import GrocError
+from .grid import grid_values, weights
+from .settings import EvalSettings, flagged, flags
+from .stream import Chunk
+
+
+def check_caches(s: EvalSettings) -> None:
+    """Every registered cache's checks without the model (the chosen one's and the others')."""
+    for kind, cls in CACHE_KINDS.items():
+        try:
+            cls.check(s.of(cls), grid_values(s, cls), kind == s.cache)
+        except ValueError as exc:
+            raise GrocError(flagged(str(exc))) from None
+
+
+def cache_files(s: EvalSettings) -> tuple[list, list[tuple]]:
+    """The files the chosen cache's settings name: those it reads (inputs no output may
+    replace) and those it writes, as (path, flag, what) to claim before any work."""
+    cls, names = CACHE_KINDS.get(s.cache), flags()
+    if cls is None:
+        return [], []
+    return ([getattr(s, name) for name in cls.reads if getattr(s, name) is not None],
+            [(getattr(s, name), names[name], "file") for name in cls.writes])
+
+
+class CacheSetup:
+    """The chosen cache (``cls`` None for --cache none) with its settings and --grid lists.
+
+    Made once the hidden size is known (``ctx.dim``; checks before any work), then told the
+    stream's length and device (``check_stream``: the states it needs first, ``warmup``)."""
+
+    def __init__(self, s: EvalSettings, ctx: CacheContext):
+        self.s, self.ctx = s, ctx
+        self.cls = CACHE_KINDS.get(s.cache)
+        self.settings = s.of(self.cls) if self.cls is not None else None
+        self.values = grid_values(s, self.cls) if self.cls is not None else {}
+        self.warmup = 0
+        self._ask("check_context")
+
+    def check_stream(self, total: int, device: str) -> None:
+        self.ctx.total, self.ctx.device = total, device
+        self.warmup = self._ask("warmup") or 0
+
+    def _ask(self, name: str):
+        if self.cls is None:
+            return None
+        try:
+            return getattr(self.cls, name)(self.settings, self.values, self.ctx)
+        except ValueError as exc:
+            raise GrocError(flagged(str(exc))) from None
+
+    def build(self, first_states: np.ndarray | None = None):
+        try:
+            return self.cls.from_settings(self.settings, self.values, self.ctx, first_states)
+        except ValueError as exc:
+            raise GrocError(f"--cache {self.s.cache}: {exc}") from None
+
+
+class CachedStream:
+    """Feeds chunks to the cache. A cache that needs the first ``setup.warmup`` states of the
+    stream (e.g. to train an index) is built once they are there; they are buffered (not
+    recomputed) meanwhile, then scored from position 0."""
+
+    def __init__(self, setup: CacheSetup):
+        self.setup = setup
+        self.cache = None
+        if setup.cls is not None and not setup.warmup:
+            self.cache = setup.build()
+
+    def run(self, chunks: Iterable[tuple[Chunk, np.ndarray]]) -> Iterator[tuple[Chunk, np.ndarray, np.ndarray]]:
+        """(chunk, base logp) -> (chunk, base logp, final logp)."""
+        if self.setup.cls is None:
+            for chunk, base in chunks:
+                yield chunk, base, base[:, None]
+            return
+        buffered: list[tuple[Chunk, np.ndarray]] = []
+        held = 0
+        for chunk, base in chunks:
+            if self.cache is None:
+                buffered.append((chunk, base))
+                held += len(chunk)
+                if held < self.setup.warmup:
+                    continue
+                yield from self._build_and_flush(buffered)
+                buffered = []
+                continue
+            yield chunk, base, self._mix(chunk, base)
+        if self.cache is None and buffered:
+            yield from self._build_and_flush(buffered)
+
+    def _build_and_flush(self, buffered):
+        vectors = np.concatenate([c.hidden for c, _ in buffered])[: self.setup.warmup]
+        self.cache = self.setup.build(vectors)
+        for chunk, base in buffered:
+            yield chunk, base, self._mix(chunk, base)
+
+    def _mix(self, chunk: Chunk, base: np.ndarray) -> np.ndarray:
+        """[n, P]: one column per grid point (one column without --grid)."""
+        hidden = chunk.hidden if self.setup.cls.needs_hidden else None
+        cache_logp = self.cache.score(hidden, chunk.targets)
+        return interpolate(base, cache_logp, weights(self.setup.s))
+
+    def columns(self) -> list[dict]:
+        """The setting of each column of _mix: cache setting p, weight i -> column p * W + i."""
+        ws = weights(self.setup.s)
+        if self.cache is None:
+            return [{"cache_weight": w} for w in ws]
+        return [{**{k: v for k, v in setting.items() if k != "kind"}, "cache_weight": w}
+                for setting in self.cache.settings for w in ws]

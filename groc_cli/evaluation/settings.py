@@ -1,0 +1,112 @@
+"""``groc eval``'s settings: its own fields here, each registered cache's from the cache's own
+Settings dataclass (``caches.registry``), all given flat: ``EvalSettings(cache="local", theta=0.5)``.
+
+The command-line options are generated from both (``commands/eval.py``); ``as_dict`` lists
+every setting, the caches' after ``cache_weight``, as in the JSON summary's ``settings``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..caches import CACHE_KINDS, setting_fields
+from ..errors import GrocError
+from ..settings import default_of, flag_of, setting
+
+#: Fields of EvalSettings that are not settings.
+_STATE = ("resolved", "caches")
+
+
+@dataclass(init=False)
+class EvalSettings:
+    """Every ``groc eval`` setting; keyword arguments name any of them, the caches' included.
+
+    ``caches`` holds the registered caches' settings by name (one value for a setting several
+    caches declare); ``of(cls)`` is one cache's Settings. ``resolved`` holds values the
+    evaluation derived (the default uniform weight, the parsed --grid)."""
+
+    split: str = setting("test", "The split to evaluate (the command's --split).", cli=False)
+    vocab: str = setting("model", "model or union (the command's --vocab).", cli=False)
+    uniform_weight: float | None = setting(None, "u in p = (1-u) p_model + u/|vocab|. Default 0.01 for table models "
+                                           "with --vocab union (they give new words no mass), else 0.")
+    downweight_new: float = setting(1.0, "GroC, --vocab union: multiply the probability of words outside the training "
+                                    "vocabulary by F and renormalise (before any cache).")
+    cache: str = setting("none", "none, unigram, local (Grave et al. 2017c) or unbounded (Grave et al. 2017a).")
+    cache_weight: float = setting(0.1, "w in p = (1-w) p_model + w p_cache: the cache's share. Grave et al. 2017c's λ "
+                                  "is this share; the GroC paper's λ is 1 minus it.")
+    grid: str | None = setting(None, "Score every combination in one pass, e.g. 'cache-weight=0.05,0.1;theta=0.1,0.5'. "
+                               "Names: cache-weight (any cache), theta (local), knn, kernel, bandwidth-scale "
+                               "(unbounded); the others keep their flag's value.")
+    lexicon: Path | None = setting(None, "GroC: use this lexicon table instead of the run's own (other coverage, "
+                                   "Table 4; relations of new words in --vocab union).")
+    checkpoint: str = setting("best", "best or last.")
+    chunk: int = setting(256, "Positions run through the LSTM at once (results do not depend on it).")
+    device: str = setting("auto", "auto, cpu, cuda or cuda:N.")
+    resolved: dict = dataclasses.field(default_factory=dict)
+    caches: dict = dataclasses.field(default_factory=dict)
+
+    def __init__(self, **values: Any):
+        for f in dataclasses.fields(self):
+            if f.name not in _STATE:
+                setattr(self, f.name, values.pop(f.name, default_of(f)))
+        self.resolved = {}
+        self.caches = {f.name: values.pop(f.name, default_of(f)) for f, _ in setting_fields()}
+        if values:
+            raise TypeError(f"EvalSettings got an unexpected keyword argument {next(iter(values))!r}")
+
+    def __getattr__(self, name: str) -> Any:  # only for names that are not attributes: the caches'
+        caches = self.__dict__.get("caches", {})
+        if name in caches:
+            return caches[name]
+        raise AttributeError(f"EvalSettings has no setting {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.__dict__.get("caches", {}):
+            self.caches[name] = value
+        else:
+            super().__setattr__(name, value)
+
+    def of(self, cls: type) -> Any:
+        """The Settings of cache class ``cls`` (defaults for one registered after these settings)."""
+        return cls.Settings(**{f.name: self.caches.get(f.name, default_of(f)) for f in dataclasses.fields(cls.Settings)})
+
+    def as_dict(self) -> dict:
+        d: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name not in _STATE:
+                d[f.name] = getattr(self, f.name)
+            if f.name == "cache_weight":
+                d.update(self.caches)
+        d.update(self.resolved)
+        return {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}
+
+
+def flags() -> dict[str, str]:
+    """Each setting's flag by its name: EvalSettings' and every registered cache's."""
+    fields = [f for f in dataclasses.fields(EvalSettings) if f.name not in _STATE]
+    return {f.name: flag_of(f) for f in fields + [f for f, _ in setting_fields()]}
+
+
+def flagged(text: str) -> str:
+    """A cache's message with each setting it names in backticks written as its flag."""
+    names = flags()
+    return re.sub(r"`(\w+)`", lambda m: names.get(m[1], m[0]), text)
+
+
+def cache_kinds() -> tuple[str, ...]:
+    """The values of --cache: none and every registered kind."""
+    return ("none", *CACHE_KINDS)
+
+
+def check_unit(name: str, value: float | None, low_open: bool = False) -> None:
+    """A weight in [0, 1] (``low_open``: in (0, 1]); None passes."""
+    if value is None:
+        return
+    ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
+    if not ok or math.isnan(value):
+        raise GrocError(f"{name} {value}: must be in {'(0, 1]' if low_open else '[0, 1]'}")
