@@ -1,0 +1,140 @@
+"""A cache defined only here runs through `groc eval` end to end: registered with its settings
+and grid setting, it gets its options, its checks (naming its flag) and `--grid`, and the
+evaluation runs it without knowing it (docs/extending-caches.md). Tiny runs from conftest.py."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from groc_cli.caches import CACHE_KINDS, ConfiguredCache, register_cache, setting_fields
+from groc_cli.commands import eval as eval_command
+from groc_cli.errors import GrocError
+from groc_cli.evaluation.perplexity import EvalSettings, evaluate
+from groc_cli.settings import setting
+
+
+@dataclasses.dataclass
+class DecaySettings:
+    decay: float = setting(0.9, "decay: a word seen n positions ago counts decay^n.")
+
+
+class DecayCache(ConfiguredCache):
+    """p_cache(w) ∝ Σ_{i < t, y_i = w} decay^(t - 1 - i): a unigram cache that forgets, one
+    column per decay."""
+
+    kind = "decay"
+    Settings = DecaySettings
+    grid = ("decay",)
+    needs_hidden = False
+
+    def __init__(self, decays):
+        self.decays = [float(d) for d in decays]
+        self.settings = [{"kind": "decay", "decay": d} for d in self.decays]
+        self.config = {"kind": "decay", "decays": self.decays}
+        self._seen: list[int] = []
+
+    @classmethod
+    def check(cls, s, values, chosen):
+        for d in values["decay"]:
+            if not 0 < d < 1:
+                raise ValueError(f"`decay` {d}: must be in (0, 1)")
+
+    @classmethod
+    def from_settings(cls, s, values, ctx, first_states=None):
+        return cls(values["decay"])
+
+    def __len__(self):
+        return len(self._seen)
+
+    @property
+    def nbytes(self):
+        return 8 * len(self._seen)
+
+    def score(self, hidden, targets):
+        assert hidden is None  # needs_hidden False
+        out = np.full((len(targets), len(self.decays)), np.nan)
+        for j, y in enumerate(np.asarray(targets)):
+            seen = np.array(self._seen)
+            for p, d in enumerate(self.decays):
+                if len(seen):
+                    w = d ** np.arange(len(seen) - 1, -1, -1, dtype=np.float64)
+                    with np.errstate(divide="ignore"):
+                        out[j, p] = np.log(w[seen == y].sum()) - np.log(w.sum())
+            self._seen.append(int(y))
+        return out
+
+
+@pytest.fixture
+def decay():
+    register_cache(DecayCache)
+    yield DecayCache
+    CACHE_KINDS.pop("decay")
+
+
+def cli(*args):
+    """`groc eval` in-process, its options generated now (with the registered caches')."""
+    app = typer.Typer()
+    eval_command.register(app)
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None:
+        raise result.exception
+    return result
+
+
+def test_a_cache_defined_in_a_test_runs_through_groc_eval_and_its_grid(runs, decay):
+    args = (runs / "tied", runs / "a", "--split", "valid", "--device", "cpu", "--cache", "decay")
+    assert "--decay" in cli("--help").stdout
+    out = json.loads(cli(*args, "--decay", "0.5", "--cache-weight", "0.2").stdout)
+    assert math.isfinite(out["perplexity"]) and out["perplexity"] < out["model_perplexity"]
+    assert out["settings"]["decay"] == 0.5 and out["settings"]["cache"] == "decay"
+    assert out["cache_config"] == {"kind": "decay", "decays": [0.5]}
+    # The same function in-process, the cache's setting given by name.
+    alone = evaluate(runs / "tied", runs / "a", EvalSettings(split="valid", device="cpu", cache="decay", decay=0.5,
+                                                             cache_weight=0.2))
+    assert alone["perplexity"] == out["perplexity"]
+
+    grid = json.loads(cli(*args, "--grid", "decay=0.3,0.6,0.9").stdout)
+    assert [row["decay"] for row in grid["grid"]] == [0.3, 0.6, 0.9]
+    assert all(math.isfinite(row["perplexity"]) for row in grid["grid"])
+    for row in grid["grid"]:
+        one = evaluate(runs / "tied", runs / "a", EvalSettings(split="valid", device="cpu", cache="decay",
+                                                               decay=row["decay"]))
+        assert row["perplexity"] == pytest.approx(one["perplexity"], rel=1e-12)
+    assert grid["settings"]["grid"] == {"decay": [0.3, 0.6, 0.9]}
+    both = json.loads(cli(*args, "--grid", "decay=0.3,0.9;cache-weight=0.1,0.2").stdout)
+    assert {(r["decay"], r["cache_weight"]) for r in both["grid"]} == {(d, w) for d in (0.3, 0.9) for w in (0.1, 0.2)}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cache", "decay", "--decay", "1.5"], "--decay 1.5: must be in (0, 1)"),
+    (["--cache", "decay", "--grid", "decay=0.5,2"], "--decay 2.0: must be in (0, 1)"),
+    (["--cache", "local", "--grid", "decay=0.5"], "--grid: decay does not apply to the local cache (it applies to: decay)"),
+    (["--cache", "lru"], "--cache 'lru': expected one of none, unigram, local, unbounded, decay"),
+])
+def test_its_checks_name_its_flags(runs, decay, args, message):
+    with pytest.raises(GrocError) as info:
+        cli(runs / "tied", runs / "a", "--split", "valid", "--device", "cpu", *args)
+    assert str(info.value) == message
+
+
+def test_registered_settings_keep_one_declaration_each(decay):
+    assert [f.name for f, _ in setting_fields()][-1] == "decay"
+    assert list(EvalSettings().as_dict())[6:8] == ["theta", "cache_size"]  # the caches' follow cache_weight
+
+    @dataclasses.dataclass
+    class Other:
+        cache_size: int | None = setting(5, "another default for the unigram and local caches' setting")
+
+    class Clash(DecayCache):
+        kind = "clash"
+        Settings = Other
+        grid = ()
+
+    with pytest.raises(TypeError, match="'cache_size' differs"):
+        register_cache(Clash)
+    assert "clash" not in CACHE_KINDS
