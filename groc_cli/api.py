@@ -32,7 +32,9 @@ from typing import Iterable, Iterator, Sequence
 import torch
 
 from .errors import GrocError
+from .caches.local import DEFAULT_WINDOW, LocalSettings
 from .evaluation.perplexity import TABLE_UNION_UNIFORM
+from .evaluation.settings import EvalSettings
 from .runtime import resolve_device
 from .text.dataset import EOS, UNK
 from .training.run import Run
@@ -200,7 +202,8 @@ class LoadedRun:
         return logp.cpu().tolist(), state
 
     def score_stream(self, sentences: Iterable[Sequence[str] | str], reset: bool = True, cache: str = "none",
-                     cache_weight: float = 0.1, theta: float = 0.3, cache_size: int | None = None) -> Iterator[SentenceScore]:
+                     cache_weight: float = EvalSettings.cache_weight, theta: float = LocalSettings.theta,
+                     cache_size: int | None = None) -> Iterator[SentenceScore]:
         """``score`` one sentence at a time, for inputs too long to hold. ``cache``: none,
         local or unigram, as ``groc eval --cache`` (``cache_weight`` is the cache's share); its
         memory runs over all the sentences, as over the lines of one document."""
@@ -235,7 +238,7 @@ class LoadedRun:
         self._cache_new: dict[str, int] = {}
         try:
             if kind == "local":
-                return make_cache("local", thetas=[theta], cache_size=size or 10_000, dim=self.run.model_config.emb)
+                return make_cache("local", thetas=[theta], cache_size=size or DEFAULT_WINDOW, dim=self.run.model_config.emb)
             return make_cache("unigram", cache_size=size)
         except ValueError as exc:
             raise GrocError(f"cache {kind}: {exc}") from None

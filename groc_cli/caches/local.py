@@ -53,6 +53,7 @@ class LocalCache(ConfiguredCache):
     """
 
     kind = "local"
+    source = "Grave et al. 2017c"
     Settings = LocalSettings
     grid = ("theta",)
 

@@ -3,6 +3,7 @@
 A cache class registers itself with ``@register_cache`` and declares, as class attributes:
 
     kind = "local"                      # the --cache value
+    source = "Grave et al. 2017c"       # shown beside it in --cache's help (optional)
     Settings = LocalSettings            # a dataclass of setting() fields: its groc eval options
     grid = ("theta",)                   # the settings --grid may sweep (lists in place of one value)
 
@@ -17,8 +18,10 @@ The evaluation calls them in this order, each with ``values``: every grid settin
    states the cache needs before it can be built (e.g. to train an index), 0 if none;
 4. ``from_settings(s, values, ctx, first_states)``: the cache (``first_states``: those states).
 
-Messages of ValueErrors raised by 1-3 name settings in backticks (```knn` 0: must be >= 1``);
-``groc eval`` writes each as its flag (``--knn 0: must be >= 1``).
+Messages of ValueErrors raised by 1-3 name settings in backticks, as in "`knn` 0: must be
+>= 1"; ``groc eval`` writes each as its flag ("--knn 0: must be >= 1"). Optional attributes:
+``needs_hidden`` (False: ``score`` gets None for the hidden states), ``reads`` and ``writes``
+(settings naming files). docs/extending-caches.md walks through one.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class ConfiguredCache:
     """Defaults of the class methods a registered cache may override (see the module docstring)."""
 
     kind: str = ""
+    #: The work it follows, shown in --cache's help: "local (Grave et al. 2017c)".
+    source: str = ""
     Settings: type = type(None)
     grid: tuple[str, ...] = ()
     #: Whether ``score`` needs the hidden states (the unigram cache is given None).

@@ -201,6 +201,7 @@ class UnboundedCache(ConfiguredCache):
     """
 
     kind = "unbounded"
+    source = "Grave et al. 2017a"
     Settings = UnboundedSettings
     grid = ("knn", "kernel", "bandwidth_scale")
     reads = ("index_load",)

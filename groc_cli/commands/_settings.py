@@ -39,9 +39,9 @@ def with_settings(*classes: type, defaults: dict | None = None, helps: dict | No
     return decorate
 
 
-def option_parameter(f: dataclasses.Field, hint: Any) -> inspect.Parameter:
-    """The command-line option of one setting, with its own default and help."""
-    return _parameter(f, hint, S.default_of(f), S.meta(f)["help"])
+def option_parameter(f: dataclasses.Field, hint: Any, help: str | None = None) -> inspect.Parameter:
+    """The command-line option of one setting, with its own default and help (or ``help``)."""
+    return _parameter(f, hint, S.default_of(f), S.meta(f)["help"] if help is None else help)
 
 
 def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str) -> inspect.Parameter:

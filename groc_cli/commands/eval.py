@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 from pathlib import Path
 from typing import Optional
@@ -16,6 +17,7 @@ from ..runtime import set_threads
 from ..caches import setting_fields
 from ..evaluation.grid import parse_grid
 from ..evaluation.perplexity import EvalSettings, evaluate
+from ..evaluation.settings import option_help
 from ..settings import cli_fields, hints, meta
 from ._inputs import THREADS, VERIFY
 from ._settings import option_parameter
@@ -97,21 +99,26 @@ LAYOUT = ("run_dir", "dataset", "split", "vocab", "uniform_weight", "downweight_
 def command():
     """eval_command with one option per setting (EvalSettings' and each registered cache's),
     generated from their declarations when the command is registered."""
-    own = inspect.signature(eval_command, eval_str=True).parameters
-    general = {f.name: option_parameter(f, hints(EvalSettings)[f.name]) for f in cli_fields(EvalSettings)}
+    own = {name: p for name, p in inspect.signature(eval_command, eval_str=True).parameters.items()
+           if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    helps = option_help()
+    general = {f.name: option_parameter(f, hints(EvalSettings)[f.name], helps.get(f.name)) for f in cli_fields(EvalSettings)}
     caches = [option_parameter(f, hints(owner)[f.name]) for f, owner in setting_fields() if meta(f).get("cli", True)]
+    clash = sorted({p.name for p in caches} & ({*own, *general} | {f.name for f in dataclasses.fields(EvalSettings)}))
+    if clash:
+        raise TypeError(f"a cache's setting {clash[0]!r} is also a groc eval setting; rename it")
+    assert {*own, *general} == set(LAYOUT) - {...}, "LAYOUT names every option of groc eval once"
     parameters = []
     for name in LAYOUT:
         parameters += caches if name is ... else [own[name] if name in own else general[name]]
-    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters]
 
-    def eval(**kwargs) -> None:
+    def run(**kwargs) -> None:
         eval_command(**kwargs)
 
-    eval.__signature__ = inspect.Signature(parameters)
-    eval.__annotations__ = {p.name: p.annotation for p in parameters}
-    eval.__doc__ = eval_command.__doc__
-    return eval
+    run.__signature__ = inspect.Signature([p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters])
+    run.__annotations__ = {p.name: p.annotation for p in parameters}
+    run.__doc__ = eval_command.__doc__
+    return run
 
 
 def _plot_axes(plot: Optional[Path], grid: Optional[str], cache: str) -> tuple[str, str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..caches import CACHE_KINDS, setting_fields
+from ..caches.registry import grid_name
 from ..errors import GrocError
 from ..settings import default_of, flag_of, setting
 
@@ -36,12 +37,10 @@ class EvalSettings:
                                            "with --vocab union (they give new words no mass), else 0.")
     downweight_new: float = setting(1.0, "GroC, --vocab union: multiply the probability of words outside the training "
                                     "vocabulary by F and renormalise (before any cache).")
-    cache: str = setting("none", "none, unigram, local (Grave et al. 2017c) or unbounded (Grave et al. 2017a).")
+    cache: str = setting("none", "none or a registered cache kind (the option's help: ``option_help``).")
     cache_weight: float = setting(0.1, "w in p = (1-w) p_model + w p_cache: the cache's share. Grave et al. 2017c's λ "
                                   "is this share; the GroC paper's λ is 1 minus it.")
-    grid: str | None = setting(None, "Score every combination in one pass, e.g. 'cache-weight=0.05,0.1;theta=0.1,0.5'. "
-                               "Names: cache-weight (any cache), theta (local), knn, kernel, bandwidth-scale "
-                               "(unbounded); the others keep their flag's value.")
+    grid: str | None = setting(None, "Cache settings scored in one pass (the option's help: ``option_help``).")
     lexicon: Path | None = setting(None, "GroC: use this lexicon table instead of the run's own (other coverage, "
                                    "Table 4; relations of new words in --vocab union).")
     checkpoint: str = setting("best", "best or last.")
@@ -101,6 +100,16 @@ def flagged(text: str) -> str:
 def cache_kinds() -> tuple[str, ...]:
     """The values of --cache: none and every registered kind."""
     return ("none", *CACHE_KINDS)
+
+
+def option_help() -> dict[str, str]:
+    """The help of --cache and --grid, which list the registered caches and their grid settings."""
+    kinds = [f"{kind} ({cls.source})" if cls.source else kind for kind, cls in CACHE_KINDS.items()]
+    names = [f"{', '.join(grid_name(f) for f in dataclasses.fields(cls.Settings) if f.name in cls.grid)} ({kind})"
+             for kind, cls in CACHE_KINDS.items() if cls.grid]
+    return {"cache": f"none, {', '.join(kinds[:-1])} or {kinds[-1]}.",
+            "grid": "Score every combination in one pass, e.g. 'cache-weight=0.05,0.1;theta=0.1,0.5'. Names: cache-weight "
+                    f"(any cache), {', '.join(names)}; the others keep their flag's value."}
 
 
 def check_unit(name: str, value: float | None, low_open: bool = False) -> None:

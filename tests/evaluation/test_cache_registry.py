@@ -12,10 +12,11 @@ import typer
 from typer.testing import CliRunner
 
 from groc_cli.caches import CACHE_KINDS, ConfiguredCache, register_cache, setting_fields
+from groc_cli.cli import command as click_command
 from groc_cli.commands import eval as eval_command
 from groc_cli.errors import GrocError
 from groc_cli.evaluation.perplexity import EvalSettings, evaluate
-from groc_cli.settings import setting
+from groc_cli.settings import cli_fields, default_of, flag_of, setting
 
 
 @dataclasses.dataclass
@@ -76,11 +77,16 @@ def decay():
     CACHE_KINDS.pop("decay")
 
 
+def app():
+    """`groc eval`, its options generated now (with the registered caches')."""
+    single = typer.Typer()
+    eval_command.register(single)
+    return single
+
+
 def cli(*args):
-    """`groc eval` in-process, its options generated now (with the registered caches')."""
-    app = typer.Typer()
-    eval_command.register(app)
-    result = CliRunner().invoke(app, [str(a) for a in args])
+    """`groc eval` in-process."""
+    result = CliRunner().invoke(app(), [str(a) for a in args])
     if result.exception is not None:
         raise result.exception
     return result
@@ -89,6 +95,11 @@ def cli(*args):
 def test_a_cache_defined_in_a_test_runs_through_groc_eval_and_its_grid(runs, decay):
     args = (runs / "tied", runs / "a", "--split", "valid", "--device", "cpu", "--cache", "decay")
     assert "--decay" in cli("--help").stdout
+    options = {p.name: p for p in typer.main.get_command(app()).params}
+    assert options["decay"].default == 0.9 and options["decay"].help == DecaySettings.__dataclass_fields__["decay"].metadata[
+        "groc"]["help"]
+    assert options["cache"].help == "none, unigram, local (Grave et al. 2017c), unbounded (Grave et al. 2017a) or decay."
+    assert "bandwidth-scale (unbounded), decay (decay); the others" in options["grid"].help
     out = json.loads(cli(*args, "--decay", "0.5", "--cache-weight", "0.2").stdout)
     assert math.isfinite(out["perplexity"]) and out["perplexity"] < out["model_perplexity"]
     assert out["settings"]["decay"] == 0.5 and out["settings"]["cache"] == "decay"
@@ -138,3 +149,10 @@ def test_registered_settings_keep_one_declaration_each(decay):
     with pytest.raises(TypeError, match="'cache_size' differs"):
         register_cache(Clash)
     assert "clash" not in CACHE_KINDS
+
+
+def test_every_eval_option_is_a_declared_setting():
+    # groc eval names no setting's default itself: each option is its field's (EvalSettings' or a cache's).
+    options = {p.name: p for p in click_command("eval").params}
+    for f in [*cli_fields(EvalSettings), *(f for f, _ in setting_fields())]:
+        assert flag_of(f) in options[f.name].opts and options[f.name].default == default_of(f), f.name
