@@ -13,6 +13,7 @@ from ..artifacts import atomic_path, claim_output, provenance, write_parquet
 from ..console import emit_json, err, log
 from ..errors import GrocError
 from ..evaluation.compare import DEFAULT_EDGES, compare, parse_bins, rows_table, settings_differ
+from ._inputs import RECORD_JSON
 from . import SUMMARIES
 
 DEFAULT_BINS = ",".join(map(str, DEFAULT_EDGES))
@@ -81,6 +82,7 @@ def compare_command(
     names: Optional[str] = typer.Option(None, "--names", help="A,B: names for the table and plot (default: the run "
                                         "directories' names)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --output or --plot file."),
+    json_out: bool = RECORD_JSON,
 ) -> None:
     """Median loss difference per training-frequency bin between two per-token files (the GroC paper's Figure 3)."""
     edges = parse_bins(bins)
@@ -115,8 +117,9 @@ def compare_command(
                        title=f"{name_b} vs {name_a}: median loss({name_b}) − loss({name_a}); negative = {name_b} better",
                        xlabel=f"training frequency (in {name_a if freq_from == 'a' else name_b}'s training data)",
                        ylabel="median Δ loss (nats)" + (", before the cache" if column == "model" else ""))
-        emit_json(_finite({**result, "names": [name_a, name_b], "output": str(output) if output else None,
-                           "plot": str(plot) if plot else None}))
+        if json_out:
+            emit_json(_finite({**result, "names": [name_a, name_b], "output": str(output) if output else None,
+                               "plot": str(plot) if plot else None}))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ import typer
 from ..console import emit_json
 from ..runtime import set_threads
 from ..evaluation.states import dump_states
-from ._inputs import THREADS, VERIFY
+from ._inputs import RECORD_JSON, THREADS, VERIFY
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -42,11 +42,13 @@ def dump(
     force: bool = typer.Option(False, "--force", help="Replace an existing -o directory."),
     verify: bool = VERIFY,
     threads: str = THREADS,
+    json_out: bool = RECORD_JSON,
 ) -> None:
     """Dump the states a cache needs (one stream, carried state), written incrementally and atomically."""
     set_threads(threads)
-    emit_json(dump_states(run_dir, dataset, split, output_dir, vocab, dtype, checkpoint, chunk, device, force, lexicon,
-                          verify))
+    record = dump_states(run_dir, dataset, split, output_dir, vocab, dtype, checkpoint, chunk, device, force, lexicon, verify)
+    if json_out:
+        emit_json(record)
 
 
 def register(app: typer.Typer) -> None:

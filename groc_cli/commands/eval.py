@@ -13,7 +13,7 @@ from ..console import emit_json
 from ..errors import GrocError
 from ..runtime import set_threads
 from ..evaluation.perplexity import EvalSettings, evaluate, parse_grid
-from ._inputs import THREADS, VERIFY
+from ._inputs import RECORD_JSON, THREADS, VERIFY
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -93,8 +93,12 @@ def eval_command(
     force: bool = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out, --plot or --index-save file."),
     verify: bool = VERIFY,
     threads: str = THREADS,
+    json_out: bool = RECORD_JSON,
 ) -> None:
     """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
+    if per_token is not None and str(per_token) == "-":
+        raise GrocError("--per-token -: the per-token table is Parquet, written to a file (stdout has eval's JSON "
+                        "record); give a path, e.g. --per-token test.parquet")
     set_threads(threads)
     settings = EvalSettings(
         split=split or "test", vocab=vocab or "model", uniform_weight=uniform_weight, downweight_new=downweight_new, cache=cache,
@@ -115,7 +119,8 @@ def eval_command(
             heatmap(rows, axes[0], axes[1], "perplexity", plot,
                     title=f"{Path(run_dir).name} on {result.get('split', settings.split)}: perplexity, {cache} cache")
             result["plot"] = str(plot)
-    emit_json(result)
+    if json_out:
+        emit_json(result)
 
 
 def _plot_axes(plot: Optional[Path], grid: Optional[str], cache: str) -> tuple[str, str]:

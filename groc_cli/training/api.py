@@ -33,7 +33,7 @@ def check_lexicon(path: Path | None, vocab: list[str], needed: bool) -> Lexicon 
     if not needed:
         return None
     if path is None:
-        raise GrocError("--output groc needs --lexicon LEXICON.parquet (build it with 'groc lexicon --vocab DATASET -o ...')")
+        raise GrocError("--output-layer groc needs --lexicon LEXICON.parquet (build it with 'groc lexicon --vocab DATASET -o ...')")
     path = Path(path)
     if not path.is_file():
         raise GrocError(f"--lexicon {path}: no such file; build it with 'groc lexicon --vocab DATASET -o {path}'")
