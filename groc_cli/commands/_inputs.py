@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+
 import typer
 
 VERIFY = typer.Option(False, "--verify", help="Before any work, read every split of the dataset and check it against "
@@ -13,3 +15,31 @@ THREADS = typer.Option("auto", "--threads", help="CPU threads of this process (t
                        "as given. Oversubscribed cores cost many times their share (docs/benchmarks.md, 'CPU threads').")
 RECORD_JSON = typer.Option(True, "--json/--no-json", help="Print the stage's record as JSON on stdout (the default); "
                            "--no-json leaves stdout empty (the one-line summary on stderr stays).")
+
+
+class Choice(str, enum.Enum):
+    """An option's allowed values, shown as [a|b|c] in --help; a command reads `.value`."""
+
+
+class Checkpoint(Choice):
+    best = "best"
+    last = "last"
+
+
+class Vocab(Choice):
+    model = "model"
+    union = "union"
+
+
+class Utf8Errors(Choice):
+    strict = "strict"
+    replace = "replace"
+
+
+def checkpoint_option() -> Checkpoint:
+    return typer.Option(Checkpoint.best, "--checkpoint", help="Which weights of the run: best (lowest validation "
+                        "perplexity) or last.")
+
+
+UTF8_ERRORS = typer.Option(Utf8Errors.strict, "--errors", help="Invalid UTF-8: 'strict' stops naming the line, "
+                           "'replace' substitutes U+FFFD.")

@@ -14,6 +14,7 @@ from ..console import emit_json, write_stdout
 from ..errors import GrocError
 from ..text.io import open_input
 from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_lines
+from ._inputs import UTF8_ERRORS, Utf8Errors
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -30,13 +31,12 @@ def tokenize(
     lower: bool = typer.Option(False, "--lower", help="Lowercase the tokens (the paper lowercased its cross-domain data)."),
     escape: bool = typer.Option(False, "--escape/--no-escape", help="Escape & < > ' \" [ ] as XML entities, as Moses does by default."),
     jobs: int = typer.Option(1, "-j", "--jobs", min=1, help="Worker processes; line order is kept."),
-    errors: str = typer.Option("strict", "--errors", help="Invalid UTF-8: 'strict' stops naming the line, 'replace' substitutes U+FFFD."),
+    errors: Utf8Errors = UTF8_ERRORS,
     force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
     json_out: bool = typer.Option(False, "--json", help="With -o FILE: print lines, tokens and seconds as JSON on stdout."),
 ) -> None:
     """Moses-tokenize text (sacremoses, English), one output line per input line."""
-    if errors not in ("strict", "replace"):
-        raise GrocError(f"--errors {errors!r}: expected 'strict' or 'replace'")
+    errors = errors.value
     if json_out and output == "-":
         raise GrocError("--json needs -o FILE: without it the tokens are what goes to stdout")
     options = TokenizeOptions(lower=lower, escape=escape)
