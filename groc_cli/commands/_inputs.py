@@ -18,22 +18,17 @@ RECORD_JSON = typer.Option(True, "--json/--no-json", help="Print the stage's rec
 
 
 class Choice(str, enum.Enum):
-    """An option's allowed values, shown as [a|b|c] in --help; a command reads `.value`."""
+    """An option's allowed values, shown as <a|b|c> in --help; a command reads `.value`."""
 
 
-class Checkpoint(Choice):
-    best = "best"
-    last = "last"
+def choices(name: str, *values: str) -> type[Choice]:
+    """A Choice whose members are named as their values: choices("Vocab", "model", "union")."""
+    return Choice(name, [(v, v) for v in values])
 
 
-class Vocab(Choice):
-    model = "model"
-    union = "union"
-
-
-class Utf8Errors(Choice):
-    strict = "strict"
-    replace = "replace"
+Checkpoint = choices("Checkpoint", "best", "last")
+Vocab = choices("Vocab", "model", "union")
+Utf8Errors = choices("Utf8Errors", "strict", "replace")
 
 
 def checkpoint_option() -> Checkpoint:

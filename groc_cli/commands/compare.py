@@ -13,19 +13,13 @@ from ..artifacts import atomic_path, claim_output, provenance, write_parquet
 from ..console import emit_json, err, log
 from ..errors import GrocError
 from ..evaluation.compare import DEFAULT_EDGES, compare, parse_bins, rows_table, settings_differ
-from ._inputs import RECORD_JSON, Choice
+from ._inputs import RECORD_JSON, choices
 from . import SUMMARIES
 
 DEFAULT_BINS = ",".join(map(str, DEFAULT_EDGES))
 
-class Column(Choice):
-    final = "final"
-    model = "model"
-
-
-class Side(Choice):
-    a = "a"
-    b = "b"
+Column = choices("Column", "final", "model")
+Side = choices("Side", "a", "b")
 
 
 EPILOG = """[bold]Examples[/bold]

@@ -10,12 +10,10 @@ import typer
 from ..console import emit_json
 from ..runtime import set_threads
 from ..evaluation.states import dump_states
-from ._inputs import RECORD_JSON, THREADS, VERIFY, Checkpoint, Choice, Vocab, checkpoint_option
+from ._inputs import RECORD_JSON, THREADS, VERIFY, Checkpoint, Vocab, checkpoint_option, choices
 from . import SUMMARIES
 
-class StateDtype(Choice):
-    float16 = "float16"
-    float32 = "float32"
+StateDtype = choices("StateDtype", "float16", "float32")
 
 
 EPILOG = """[bold]Examples[/bold]
