@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from ..settings import check_fields, setting
+from .registry import KINDS
 
-KINDS = ("lookup", "tied", "bilinear", "deep-residual", "adaptive", "convolutional", "groc")
 ACTIVATIONS = ("relu", "selu", "tanh")
 
 
