@@ -10,7 +10,7 @@ import typer
 from ..console import emit_json
 from ..runtime import set_threads
 from ..errors import GrocError
-from ..models import ModelConfig
+from ..models import KINDS, ModelConfig, output_layer_class
 from ..training.api import train_new
 from ..training.loop import TrainConfig
 from . import _settings as S
@@ -57,8 +57,9 @@ def train(
         raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides)
     model_config = built["model"]
-    if lexicon is not None and model_config.output != "groc":
-        raise GrocError("--lexicon is used by --output-layer groc only")
+    if lexicon is not None and not output_layer_class(model_config.output).needs_lexicon:
+        readers = " or ".join(k for k in KINDS if output_layer_class(k).needs_lexicon)
+        raise GrocError(f"--lexicon is used by --output-layer {readers} only")
     with observers(built["train"].log_every, tensorboard) as progress:
         summary = train_new(dataset, output_dir, model_config, built["train"], lexicon, device, resume, force,
                             progress, given=S.given(ctx), verify=verify)
