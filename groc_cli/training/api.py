@@ -95,8 +95,9 @@ def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, d
     else:
         check_new_run_dir(run_dir, force, rank, inputs=(dataset_dir, lexicon_path))
     vocab = dataset.vocab
-    try:
-        output_layer_class(model_config.output).check_vocab_size(model_config, len(vocab), f"the vocabulary of {dataset_dir}")
+    try:  # a setting that cannot serve this vocabulary (adaptive's --cutoffs)
+        layer = output_layer_class(model_config.output)
+        layer.check_vocab_size(model_config, len(vocab), f"the vocabulary of {dataset_dir}")
     except ValueError as exc:
         raise GrocError(str(exc)) from None
     lexicon = check_lexicon(lexicon_path, vocab, model_config.output)
