@@ -13,7 +13,7 @@ from .lexicon import Lexicon
 from .registry import KINDS, output_kinds, output_layer_class, register_output_layer
 
 # The built-in output layers register themselves when imported; the order of these imports
-# is the order of --output's choices. A new layer module is imported here.
+# is the order of --output-layer's choices. A new layer module is imported here.
 from . import tables, adaptive, convolutional, groc  # noqa: E402,F401,I001
 
 from .lm import LanguageModel, build_model  # noqa: E402

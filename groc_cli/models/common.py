@@ -191,7 +191,7 @@ class SoftmaxComposed(Composed):
 
 class OutputLayer(nn.Module):
     """Interface of one output-embedding family (paper Table 2). A subclass registers itself
-    for ``--output`` with ``registry.register_output_layer`` and declares its capabilities as
+    for ``--output-layer`` with ``registry.register_output_layer`` and declares its capabilities as
     class attributes; training and evaluation read these instead of the kind's name
     (docs/extending.md):
 
@@ -219,7 +219,8 @@ class OutputLayer(nn.Module):
         self.vocab = list(vocab)
 
     @classmethod
-    def from_config(cls, config, vocab: list[str], lexicon=None, generator: torch.Generator | None = None) -> "OutputLayer":
+    def from_config(cls, config, vocab: list[str], lexicon=None,
+                    generator: torch.Generator | None = None) -> "OutputLayer":
         """The layer for ``vocab`` as ``config`` says. ``lexicon`` reaches layers that
         declare ``needs_lexicon``; every parameter is initialised from ``generator`` (the
         global RNG when None), in a fixed order, so that a seed gives the same model."""
