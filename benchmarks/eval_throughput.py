@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--run", type=Path, help="trained run directory (default: a one-step model of --emb/--hidden)")
     ap.add_argument("--dataset", type=Path, help="dataset directory (default: PTB prepared in a temporary directory)")
     ap.add_argument("--split", default="valid")
-    ap.add_argument("--output", default="tied", help="output layer of the one-step model")
+    ap.add_argument("--output-layer", dest="output", default="tied", help="output layer of the one-step model")
     ap.add_argument("--emb", type=int, default=300, help="one-step model: embedding size (paper PTB: 300)")
     ap.add_argument("--hidden", type=int, default=1024, help="one-step model: LSTM units (paper: 1024)")
     ap.add_argument("--cache-size", type=int, default=10_000, help="local cache window (paper: 10,000)")
@@ -82,7 +82,7 @@ def main() -> None:
         if run is None:
             run = tmp / "model"
             log(f"creating a one-step {args.output} model ({args.emb}/{args.hidden}) for timing")
-            groc("train", dataset, "-o", run, "--output", args.output, "--emb", args.emb, "--hidden", args.hidden,
+            groc("train", dataset, "-o", run, "--output-layer", args.output, "--emb", args.emb, "--hidden", args.hidden,
                  "--max-tokens", 700, "--seed", 1)
         if args.index is None:
             from groc_cli.training.run import Run

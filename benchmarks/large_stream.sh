@@ -34,7 +34,7 @@ if [ ! -s "$W/stream.txt" ]; then
 fi
 [ -d "$W/data" ] || "$GROC" prepare --train "$D/ptb/ptb.train.txt" --valid "$D/ptb/ptb.valid.txt" \
     --test "$W/stream.txt" -o "$W/data"
-[ -f "$W/run/summary.json" ] || "$GROC" train "$W/data" -o "$W/run" --output tied --emb 64 --hidden 256 \
+[ -f "$W/run/summary.json" ] || "$GROC" train "$W/data" -o "$W/run" --output-layer tied --emb 64 --hidden 256 \
     --layers 1 --dropout 0.1 --max-epochs 2 --seed 1
 [ -d "$W/states" ] || "$GROC" dump "$W/run" "$W/data" --split test -o "$W/states" --device cpu >&2  # its manifest: not ours
 "$PY" benchmarks/large_datastore.py eval --segments "$PASSES" -- \

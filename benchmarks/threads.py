@@ -58,7 +58,7 @@ def prepare(work: Path) -> tuple[Path, Path]:
 
 def train_args(work: Path, data: Path, lexicon: Path, kind: str, threads: str, tokens: int, name: str) -> list[str]:
     extra = ["--lexicon", str(lexicon)] if kind == "groc" else []
-    return ["train", str(data), "-o", str(work / name), "--output", kind, *SIZE, *extra,
+    return ["train", str(data), "-o", str(work / name), "--output-layer", kind, *SIZE, *extra,
             "--max-tokens", str(tokens), "--threads", threads, "--json"]
 
 

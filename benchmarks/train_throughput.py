@@ -29,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from groc_cli.models import KINDS, Lexicon, ModelConfig, build_model  # noqa: E402
+from groc_cli.models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class  # noqa: E402
 
 # glibc hands every large freed block back to the OS, so each step page-faults its memory in
 # again (3-8x slower steps here); these keep it in the process. The benchmark re-executes
@@ -71,7 +71,7 @@ class Runner:
     def __init__(self, kind, config, vocab, lexicon, data, args, device):
         torch.manual_seed(1)
         self.kind = kind
-        self.model = build_model(config, vocab, lexicon=lexicon if kind == "groc" else None).to(device)
+        self.model = build_model(config, vocab, lexicon=lexicon if output_layer_class(kind).needs_lexicon else None).to(device)
         self.model.train()
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
         length = data.numel() // args.batch

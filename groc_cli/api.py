@@ -89,8 +89,9 @@ class LoadedRun:
 
     @property
     def composes(self) -> bool:
-        """Whether the model embeds any word from its characters (GroC)."""
-        return self.kind == "groc"
+        """Whether the model embeds any word from its characters (GroC: its output layer
+        ``composes_unseen_words``)."""
+        return self.model.output_layer.composes_unseen_words
 
     def to(self, device: str | torch.device) -> "LoadedRun":
         self.device = resolve_device(str(device))

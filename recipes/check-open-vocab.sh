@@ -19,7 +19,7 @@ step "$C/lexicon.parquet" groc lexicon --vocab "$REUTERS" --vocab "$C/news14" --
 TINY=(--emb 64 --hidden 128 --dropout 0.2 --max-tokens "${CHECK_TOKENS:-60000}" --seed 1 --log-every 50)
 for kind in lookup convolutional tied bilinear deep-residual adaptive groc; do
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$C/lexicon.parquet")
-  train "$C/runs/$kind" "$REUTERS" --output "$kind" "${TINY[@]}" "${extra[@]}"
+  train "$C/runs/$kind" "$REUTERS" --output-layer "$kind" "${TINY[@]}" "${extra[@]}"
   dw=(); [ "$kind" = groc ] && dw=(--downweight-new 0.1)
   for pair in "${SAMPLES[@]}"; do
     d=${pair%%:*}

@@ -8,7 +8,7 @@ NAME=check-wikitext2-caches
 source "$(dirname "$0")/lib/common.sh"
 dataset wt2
 run=$WORK/runs/$SCALE/wt2-tied
-train "$run" "$WORK/wt2" --output tied "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
+train "$run" "$WORK/wt2" --output-layer tied "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
 for split in valid test; do
   step "$WORK/states/$SCALE/wt2-tied-$split" groc dump "$run" "$WORK/wt2" --split "$split" -o "$WORK/states/$SCALE/wt2-tied-$split"
 done

@@ -58,13 +58,13 @@ MODEL=(--emb 128 --hidden 256 --dropout 0.3 --seed 1 --log-every 500 --max-epoch
 model() {
   local m=$1 args=() lex=()
   case $m in
-    tied) args=(--output tied) ;;
-    groc) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output groc "${lex[@]}" char_init=authors) ;;
-    groc-uniform) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output groc "${lex[@]}" char_init=uniform) ;;
-    tied-awd) args=(--output tied emb_dropout=0.4 layer_dropout=0.25 dropout=0.4) ;;
-    groc-add) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output groc "${lex[@]}" char_init=authors combine=add) ;;
+    tied) args=(--output-layer tied) ;;
+    groc) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output-layer groc "${lex[@]}" char_init=authors) ;;
+    groc-uniform) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output-layer groc "${lex[@]}" char_init=uniform) ;;
+    tied-awd) args=(--output-layer tied emb_dropout=0.4 layer_dropout=0.25 dropout=0.4) ;;
+    groc-add) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output-layer groc "${lex[@]}" char_init=authors combine=add) ;;
     groc-charcnn) lex=(--lexicon "$OUT/lexicon.parquet")
-      args=(--output groc "${lex[@]}" char_init=authors char_activation=selu highway_activation=selu
+      args=(--output-layer groc "${lex[@]}" char_init=authors char_activation=selu highway_activation=selu
             'char_filters=[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512]]') ;;
   esac
   train "$OUT/runs/$m" "$OUT/emma" "${MODEL[@]}" "${args[@]}"

@@ -12,8 +12,8 @@ emb=(); [ "$SCALE" = paper ] && emb=(--emb 300)
 # θ over 5 values in [0, 1]; the paper's λ over 5 values from 0.833 to 0.966, i.e. cache weights 0.034 ... 0.167.
 GRID="theta=0,0.25,0.5,0.75,1;cache-weight=0.034,0.067,0.1,0.134,0.167"
 src=$WORK/runs/$SCALE/reuters$REUTERS_SUFFIX-tied states=$WORK/states/$SCALE/reuters$REUTERS_SUFFIX-tied-news13  # table5.sh's
-train "$src" "$REUTERS" --output tied "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
-train "$WORK/runs/$SCALE/ptb-tied" "$WORK/ptb" --output tied "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
+train "$src" "$REUTERS" --output-layer tied "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
+train "$WORK/runs/$SCALE/ptb-tied" "$WORK/ptb" --output-layer tied "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
 step "$states" groc dump "$src" "$WORK/news13" --split test --vocab union -o "$states"
 step "$WORK/states/$SCALE/ptb-tied-valid" groc dump "$WORK/runs/$SCALE/ptb-tied" "$WORK/ptb" --split valid \
   -o "$WORK/states/$SCALE/ptb-tied-valid"

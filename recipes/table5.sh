@@ -24,7 +24,7 @@ for kind in $KINDS; do
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$LEX")
   run=reuters$REUTERS_SUFFIX-$kind  # this model's runs and states
   src=$WORK/runs/$SCALE/$run evals=$WORK/evals/$SCALE/table5$REUTERS_SUFFIX-$kind
-  train "$src" "$REUTERS" --output "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}"
+  train "$src" "$REUTERS" --output-layer "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}"
   dw=(); [ "$kind" = groc ] && dw=(--downweight-new 0.1)
   for d in "${TESTS[@]}"; do
     split=test

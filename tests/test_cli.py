@@ -43,3 +43,55 @@ def test_help_and_the_light_stages_do_not_import_torch():
         assert r.returncode == 0 and r.stderr.decode().strip().splitlines()[-1] == "False", (args, r.stderr)
     r = subprocess.run([sys.executable, "-c", probe, "train", "--help"], capture_output=True)
     assert r.returncode == 0 and r.stderr.decode().strip().splitlines()[-1] == "True"
+
+
+def test_every_stage_takes_json():
+    """`--json` on every stage: a switch where the record is optional, `--json/--no-json` (on by
+    default) where the stage always printed its record."""
+    from groc_cli.cli import command
+    from groc_cli.commands import SUMMARIES
+
+    for name in SUMMARIES:
+        opts = {o for p in command(name).params for o in (*p.opts, *p.secondary_opts)}
+        assert "--json" in opts, name
+    for name in ("eval", "dump", "compare", "plot"):
+        opts = {o for p in command(name).params for o in p.secondary_opts}
+        assert "--no-json" in opts, name
+
+
+def test_tokenize_json_record_and_its_refusal_on_stdout(groc, tmp_path):
+    import json
+
+    text = tmp_path / "in.txt"
+    text.write_text("Hello, world! It's fine.\nSecond line.\n")
+    r = groc("tokenize", text, "-o", tmp_path / "out.txt", "--json")
+    record = json.loads(r.stdout)
+    assert r.returncode == 0 and record["lines"] == 2 and record["tokens"] == 11
+    assert record["output"] == str(tmp_path / "out.txt")
+    assert (tmp_path / "out.txt").read_text() == "Hello , world ! It 's fine .\nSecond line .\n"
+    r = groc("tokenize", text, "--json")
+    assert r.returncode == 2 and r.stdout == b"" and "--json needs -o FILE" in r.stderr.decode()
+
+
+def test_every_flag_an_error_names_exists():
+    """Hints in messages ('give --chunk ...') must name options the commands have."""
+    import re
+    from pathlib import Path
+
+    from groc_cli.cli import command
+    from groc_cli.commands import SUMMARIES
+
+    known = {o for name in SUMMARIES for p in command(name).params for o in (*p.opts, *p.secondary_opts)}
+    known |= {"--help", "--version", "--debug"}
+    # Flags of other programs that messages and help quote.
+    foreign = {"--nproc_per_node", "--nnodes", "--rdzv-endpoint", "--rdzv-backend", "--rdzv-id", "--node-rank",
+               "--master-addr", "--master-port", "--logdir"}
+    package = Path(groc_cli.__file__).parent
+    mentioned: dict[str, str] = {}
+    for path in package.rglob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        for literal in re.findall(r"(?:f|rf|fr|r)?(\"[^\"\n]*\"|'[^'\n]*')", source):
+            for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*[a-z0-9](?![\w{-])", literal):
+                mentioned.setdefault(flag, f"{path.relative_to(package)}: {literal[:80]}")
+    unknown = {f: where for f, where in mentioned.items() if f not in known and f not in foreign}
+    assert not unknown, unknown

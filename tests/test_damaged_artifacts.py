@@ -202,7 +202,7 @@ def test_damaged_lexicon_copy_of_a_groc_run(pristine, tmp_path, monkeypatch, dam
     groc_run = pristine / "groc-run"
     if not groc_run.exists():
         run_groc("lexicon", "--vocab", pristine / "ds", "-o", pristine / "lex.parquet", check=True)
-        run_groc("train", pristine / "ds", "-o", groc_run, "--output", "groc", "--lexicon", pristine / "lex.parquet",
+        run_groc("train", pristine / "ds", "-o", groc_run, "--output-layer", "groc", "--lexicon", pristine / "lex.parquet",
                  "--max-tokens", "100", *TINY, check=True)
     for name in ("ds", "groc-run"):
         shutil.copytree(pristine / name, tmp_path / name)

@@ -66,7 +66,7 @@ def one_error_line(result) -> str:
 
 def test_force_keeps_the_old_run_when_the_new_command_is_rejected(work, tmp_path):
     before = digest(work / "run")
-    for bad in (["--lr", "nan"], ["--lr", "-1"], ["--clip", "inf"], ["--output", "groc"]):
+    for bad in (["--lr", "nan"], ["--lr", "-1"], ["--clip", "inf"], ["--output-layer", "groc"]):
         r = run_groc("train", work / "data", "-o", work / "run", "--force", *TINY, *bad)
         assert r.returncode == 2, bad
         one_error_line(r)
@@ -211,6 +211,16 @@ def test_missing_parent_directories_are_created_and_a_file_in_the_way_is_refused
     assert blocked.read_text() == "a file, not a directory\n"
 
 
+def test_per_token_to_stdout_is_refused_and_no_json_leaves_stdout_empty(work, tmp_path):
+    r = run_groc("eval", work / "run", work / "data", "--split", "valid", "--per-token", "-", cwd=tmp_path)
+    assert r.returncode == 2 and "--per-token -" in one_error_line(r) and r.stdout == b""
+    assert list(tmp_path.iterdir()) == []  # no file named '-'
+    r = run_groc("eval", work / "run", work / "data", "--split", "valid", "--no-json", check=True)
+    assert r.stdout == b"" and "perplexity" in r.stderr.decode()
+    r = run_groc("dump", work / "run", work / "data", "--split", "valid", "-o", tmp_path / "states", "--no-json", check=True)
+    assert r.stdout == b"" and (tmp_path / "states" / "meta.json").is_file()
+
+
 @contextlib.contextmanager
 def small_disk(path: Path, size: str):
     """A tmpfs of `size` at `path` (root only): a real full disk for real processes."""
@@ -250,7 +260,7 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(work, tmp_path):
 @pytest.mark.parametrize("args,flag", [
     (["--lr", "inf"], "--lr"), (["--max-minutes", "nan"], "--max-minutes"), (["--dropout", "nan"], "--dropout"),
     (["--init-range", "inf"], "--init-range"), (["--lr-decay", "0"], "--lr-decay"),
-    (["--output", "adaptive", "--cutoffs", "100,100000"], "--cutoffs"),
+    (["--output-layer", "adaptive", "--cutoffs", "100,100000"], "--cutoffs"),
 ])
 def test_invalid_settings_are_refused_before_any_work(work, tmp_path, args, flag):
     r = run_groc("train", work / "data", "-o", tmp_path / "run", *TINY, *args)

@@ -111,14 +111,14 @@ def test_train_and_finetune_resume_an_interrupted_run_and_skip_a_finished_one(tm
     (new / "last").mkdir(parents=True)  # an interrupted finetuning
     bare.mkdir()
     (bare / "config.json").write_text("{}")  # a run directory left without a checkpoint
-    r = bash(fake + f"train {run} data --output tied; train {run} data --output tied; "
-                    f"finetune {run} ft {new} --max-epochs 3; train {bare} data --output tied", tmp_path)
+    r = bash(fake + f"train {run} data --output-layer tied; train {run} data --output-layer tied; "
+                    f"finetune {run} ft {new} --max-epochs 3; train {bare} data --output-layer tied", tmp_path)
     assert r.returncode == 0, r.stderr
     # A new run trains in place (no --force, which would train aside and discard an interrupted
     # run's checkpoint); only a run left without a checkpoint is replaced.
-    assert (tmp_path / "calls").read_text().splitlines() == [f"train data --output tied -o {run}",
+    assert (tmp_path / "calls").read_text().splitlines() == [f"train data --output-layer tied -o {run}",
                                                             f"finetune {run} ft --max-epochs 3 -o {new} --resume",
-                                                            f"train data --output tied -o {bare} --force"]
+                                                            f"train data --output-layer tied -o {bare} --force"]
     assert f"= {run}/summary.json (trained)" in r.stderr
 
 
@@ -144,8 +144,8 @@ def test_settings_are_table8_configs_at_paper_scale_and_one_model_at_small(tmp_p
     assert r.stdout.split() == ["--config", f"{REPO}/recipes/configs/penn/deep-residual.toml", "--seed", "1", "--emb", "300"]
     small = {m: bash(show.format(m), tmp_path).stdout.split() for m in ("tied", "deep-residual", "groc-surface")}
     model = ["--emb", "128", "--hidden", "256", "--dropout", "0.3", "--seed", "1", "--log-every", "200"]
-    assert small["tied"] == ["--output", "tied", *model] and small["deep-residual"] == ["--output", "deep-residual", *model]
-    assert small["groc-surface"] == ["--output", "groc", *model, "--no-relations", "--no-definitions"]
+    assert small["tied"] == ["--output-layer", "tied", *model] and small["deep-residual"] == ["--output-layer", "deep-residual", *model]
+    assert small["groc-surface"] == ["--output-layer", "groc", *model, "--no-relations", "--no-definitions"]
     # Every method a recipe names has its config file, for both datasets.
     for ds, name in (("ptb", "penn"), ("wt2", "wikitext2")):
         for m in ("lookup", "convolutional", "tied", "bilinear", "deep-residual", "adaptive", "groc", "groc-norelations",
@@ -195,7 +195,7 @@ def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
     made = calls.read_text().splitlines()
     assert made.count("tokenize 7") == 2  # LINES=7 lines of each other-domain novel
     assert [c.split()[0] for c in made].count("eval") == 18 and sum(c.startswith("train ") for c in made) == 2
-    assert f"train {out}/emma --output groc" in "\n".join(made) and any(line.endswith(f"-o {out}/groc") for line in made)
+    assert f"train {out}/emma --output-layer groc" in "\n".join(made) and any(line.endswith(f"-o {out}/groc") for line in made)
     # a pipeline is printed as written, a command with its arguments quoted
     assert (f"+ head -n 7 groc_cli/data/austen-persuasion.txt | groc tokenize --lower | groc prepare --test - "
             f"-o {out}/near\n") in first.stderr

@@ -23,8 +23,8 @@ def work(tmp_path_factory):
     root = tmp_path_factory.mktemp("score")
     run_groc("prepare", "--train", BOOKS / "austen-persuasion.txt", "--split", "4000,1000", "-o", root / "data", check=True)
     run_groc("lexicon", "--vocab", root / "data", "-o", root / "lex.parquet", check=True)
-    run_groc("train", root / "data", "-o", root / "tied", "--output", "tied", "--max-tokens", "300", *TINY, check=True)
-    run_groc("train", root / "data", "-o", root / "groc", "--output", "groc", "--lexicon", root / "lex.parquet",
+    run_groc("train", root / "data", "-o", root / "tied", "--output-layer", "tied", "--max-tokens", "300", *TINY, check=True)
+    run_groc("train", root / "data", "-o", root / "groc", "--output-layer", "groc", "--lexicon", root / "lex.parquet",
              "--max-tokens", "48", *TINY, check=True)
     emma = BOOKS.joinpath("austen-emma.txt").read_text(encoding="utf-8").splitlines()[200:230]
     (root / "text.txt").write_text("\n".join(line.strip() for line in emma) + "\n", encoding="utf-8")

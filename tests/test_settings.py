@@ -81,7 +81,8 @@ def test_flags_override_the_file_and_key_value_overrides_both(data, tmp_path):
     (["model.lr=0.1"], "unknown setting 'model.lr'"),
     (["--batch-size", "0"], "--batch-size must be a finite number >= 1, got 0"),
     (["--dropout", "1"], "--dropout must be in [0, 1), got 1.0"),
-    (["--output", "table"], "--output must be one of lookup, tied"),
+    (["--output-layer", "table"], "--output-layer must be one of lookup, tied"),
+    (["--output", "groc"], "--output is now --output-layer (the output layer's kind): use --output-layer groc"),
 ])
 def test_bad_settings_are_one_line(data, tmp_path, args, message):
     r = run_groc("train", data, "-o", tmp_path / "r", *args)

@@ -13,9 +13,14 @@ from ..artifacts import atomic_path, claim_output, provenance, write_parquet
 from ..console import emit_json, err, log
 from ..errors import GrocError
 from ..evaluation.compare import DEFAULT_EDGES, compare, parse_bins, rows_table, settings_differ
+from ._inputs import RECORD_JSON, choices
 from . import SUMMARIES
 
 DEFAULT_BINS = ",".join(map(str, DEFAULT_EDGES))
+
+Column = choices("Column", "final", "model")
+Side = choices("Side", "a", "b")
+
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -70,9 +75,9 @@ def compare_command(
     b: Path = typer.Argument(..., metavar="B", help="Per-token Parquet of the run B compared with it, on the same dataset and split."),
     bins: str = typer.Option(DEFAULT_BINS, "--bins", help="Lower edges of the training-frequency bins: [1,50), [50,100), ..., "
                              "[5000,∞) by default; unseen words (frequency 0) always form their own bin."),
-    column: str = typer.Option("final", "--column", help="final: log-probability after any cache (final_logp); "
+    column: Column = typer.Option(Column.final, "--column", help="final: log-probability after any cache (final_logp); "
                                "model: before it (model_logp)."),
-    freq_from: str = typer.Option("a", "--freq-from", help="Bin by the training frequencies recorded in A (default, the "
+    freq_from: Side = typer.Option(Side.a, "--freq-from", help="Bin by the training frequencies recorded in A (default, the "
                                   "baseline) or in B; they differ when the runs were trained on different data."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the bins table as Parquet "
                                           "(bin, lo, hi, words, types, median_diff, mean_diff, ppl_a, ppl_b)."),
@@ -81,8 +86,10 @@ def compare_command(
     names: Optional[str] = typer.Option(None, "--names", help="A,B: names for the table and plot (default: the run "
                                         "directories' names)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --output or --plot file."),
+    json_out: bool = RECORD_JSON,
 ) -> None:
     """Median loss difference per training-frequency bin between two per-token files (the GroC paper's Figure 3)."""
+    column, freq_from = column.value, freq_from.value
     edges = parse_bins(bins)
     if names is not None and len(names.split(",")) != 2:
         raise GrocError(f"--names {names!r}: give two names separated by a comma, e.g. --names tied,groc")
@@ -115,8 +122,9 @@ def compare_command(
                        title=f"{name_b} vs {name_a}: median loss({name_b}) − loss({name_a}); negative = {name_b} better",
                        xlabel=f"training frequency (in {name_a if freq_from == 'a' else name_b}'s training data)",
                        ylabel="median Δ loss (nats)" + (", before the cache" if column == "model" else ""))
-        emit_json(_finite({**result, "names": [name_a, name_b], "output": str(output) if output else None,
-                           "plot": str(plot) if plot else None}))
+        if json_out:
+            emit_json(_finite({**result, "names": [name_a, name_b], "output": str(output) if output else None,
+                               "plot": str(plot) if plot else None}))
 
 
 def register(app: typer.Typer) -> None:

@@ -19,7 +19,7 @@ from ..evaluation.grid import parse_grid
 from ..evaluation.perplexity import EvalSettings, evaluate
 from ..evaluation.settings import option_help
 from ..settings import cli_fields, hints, meta
-from ._inputs import THREADS, VERIFY
+from ._inputs import RECORD_JSON, THREADS, VERIFY
 from ._settings import option_parameter
 from . import SUMMARIES
 
@@ -66,9 +66,13 @@ def eval_command(
     force: bool = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out, --plot or --index-save file."),
     verify: bool = VERIFY,
     threads: str = THREADS,
+    json_out: bool = RECORD_JSON,
     **options,
 ) -> None:
     """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
+    if per_token is not None and str(per_token) == "-":
+        raise GrocError("--per-token -: the per-token table is Parquet, written to a file (stdout has eval's JSON "
+                        "record); give a path, e.g. --per-token test.parquet")
     set_threads(threads)
     given = {name: value for name, value in (("split", split), ("vocab", vocab)) if value}
     settings = EvalSettings(**given, **options)
@@ -86,14 +90,15 @@ def eval_command(
             heatmap(rows, axes[0], axes[1], "perplexity", plot,
                     title=f"{Path(run_dir).name} on {result.get('split', settings.split)}: perplexity, {cache} cache")
             result["plot"] = str(plot)
-    emit_json(result)
+    if json_out:
+        emit_json(result)
 
 
 #: The options in --help order: eval_command's own parameters and EvalSettings' command-line
 #: settings by name; ... stands for the registered caches' settings (caches.setting_fields()).
 LAYOUT = ("run_dir", "dataset", "split", "vocab", "uniform_weight", "downweight_new", "cache", "cache_weight", ...,
           "grid", "grid_out", "plot", "lexicon", "per_token", "states", "checkpoint", "chunk", "device", "force",
-          "verify", "threads")
+          "verify", "threads", "json_out")
 
 
 def command():

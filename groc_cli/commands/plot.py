@@ -10,6 +10,7 @@ import typer
 from ..artifacts import claim_output, read_parquet
 from ..console import emit_json, log
 from ..errors import GrocError
+from ._inputs import RECORD_JSON
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -59,7 +60,7 @@ def plot_command(
     smooth: int = typer.Option(50, "--smooth", min=1, help="Steps in the moving average of the training loss."),
     title: str = typer.Option("", "--title", help="A title above the two panels."),
     force: bool = typer.Option(False, "--force", help="Replace an existing -o file."),
-    json_out: bool = typer.Option(True, "--json/--no-json", help="Print the summary as JSON on stdout (the default)."),
+    json_out: bool = RECORD_JSON,
 ) -> None:
     """Draw training loss per step and training/validation perplexity per epoch of one or several runs."""
     if len(set(map(Path.resolve, runs))) != len(runs):

@@ -13,7 +13,7 @@ import typer
 from ..console import write_stdout
 from ..errors import GrocError
 from . import SUMMARIES
-from ._inputs import THREADS
+from ._inputs import THREADS, UTF8_ERRORS, Checkpoint, Utf8Errors, Vocab, checkpoint_option
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -38,7 +38,7 @@ def score(
     tokenize: bool = typer.Option(False, "--tokenize", help="Moses-tokenize each line first (raw text); by default lines are "
                                   "already tokenized (split on whitespace)."),
     lower: bool = typer.Option(False, "--lower", help="With --tokenize: lowercase, as 'groc tokenize --lower'."),
-    vocab: str = typer.Option("union", "--vocab", help="union: open vocabulary, as 'eval --vocab union' (GroC composes unseen "
+    vocab: Vocab = typer.Option(Vocab.union, "--vocab", help="union: open vocabulary, as 'eval --vocab union' (GroC composes unseen "
                               "words; table models give them a uniform share of 0.01), over the model's words plus the "
                               "line's new words. model: closed vocabulary, unseen words scored as <unk>."),
     reset_per_line: bool = typer.Option(True, "--reset-per-line/--one-stream", help="Score each line from the run's start "
@@ -53,16 +53,13 @@ def score(
     theta: float = typer.Option(0.3, "--theta", help="local: flatness θ of exp(θ hᵀh_i)."),
     cache_size: Optional[int] = typer.Option(None, "--cache-size", help="local: window of past positions (default 10000); "
                                              "unigram: count only the last N targets (default: all)."),
-    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
+    checkpoint: Checkpoint = checkpoint_option(),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N (lines are scored one at a time)."),
-    errors: str = typer.Option("strict", "--errors", help="Invalid UTF-8: 'strict' stops naming the line, 'replace' substitutes U+FFFD."),
+    errors: Utf8Errors = UTF8_ERRORS,
     threads: str = THREADS,
 ) -> None:
     """Log-probability, token count and perplexity of each line; every line ends with a scored <eos>."""
-    if errors not in ("strict", "replace"):
-        raise GrocError(f"--errors {errors!r}: expected 'strict' or 'replace'")
-    if vocab not in ("union", "model"):
-        raise GrocError(f"--vocab {vocab!r}: expected union or model")
+    errors, vocab, checkpoint = errors.value, vocab.value, checkpoint.value
     if cache not in ("none", "local", "unigram"):
         raise GrocError(f"--cache {cache!r}: score offers none, local or unigram (for the unbounded cache use 'groc eval')")
     if not 0.0 <= cache_weight <= 1.0:

@@ -10,7 +10,7 @@ import typer
 from ..console import emit_json
 from ..runtime import set_threads
 from ..errors import GrocError
-from ..models import ModelConfig
+from ..models import KINDS, ModelConfig, output_layer_class
 from ..training.api import train_new
 from ..training.loop import TrainConfig
 from . import _settings as S
@@ -20,17 +20,17 @@ from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
 
-  groc train data/ptb -o runs/ptb-tied --output tied --emb 300
+  groc train data/ptb -o runs/ptb-tied --output-layer tied --emb 300
 
-  groc train data/ptb -o runs/ptb-groc --output groc --lexicon ptb.lexicon.parquet --out-depth 1
+  groc train data/ptb -o runs/ptb-groc --output-layer groc --lexicon ptb.lexicon.parquet --out-depth 1
 
-  groc train data/ptb -o runs/small --output groc --lexicon lex.parquet --hidden 256 --emb 128 --max-minutes 5
+  groc train data/ptb -o runs/small --output-layer groc --lexicon lex.parquet --hidden 256 --emb 128 --max-minutes 5
 
   groc train data/ptb -o runs/ptb-groc-k0 --config recipes/configs/penn/groc.toml --lexicon ptb.lexicon.parquet
 
   groc train data/ptb -o runs/again --config runs/ptb-tied/config.json lr=0.0005 max_epochs=10
 
-  torchrun --nproc_per_node 2 -m groc_cli train data/ptb -o runs/ddp --output tied
+  torchrun --nproc_per_node 2 -m groc_cli train data/ptb -o runs/ddp --output-layer tied
 """
 
 
@@ -40,13 +40,16 @@ def train(
     dataset: Path = typer.Argument(..., help="Dataset directory from 'groc prepare'."),
     overrides: Optional[list[str]] = S.OVERRIDES,
     output_dir: Path = typer.Option(..., "-o", "--output-dir", help="Run directory to create."),
-    lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="Lexicon table from 'groc lexicon' (needed by --output groc)."),
+    lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="Lexicon table from 'groc lexicon' (needed by --output-layer groc)."),
     config: Optional[Path] = S.CONFIG,
+    old_output: Optional[str] = typer.Option(None, "--output", hidden=True),
     device: str = COMMON["device"], resume: bool = COMMON["resume"], force: bool = COMMON["force"],
     json_out: bool = COMMON["json_out"], tensorboard: Optional[Path] = COMMON["tensorboard"], verify: bool = VERIFY, threads: str = THREADS,
     **settings,
 ) -> None:
     """Train an LSTM language model with the chosen output layer; writes weights, config and per-epoch metrics."""
+    if old_output is not None:  # -o/--output names a path in every other stage
+        raise GrocError(f"--output is now --output-layer (the output layer's kind): use --output-layer {old_output}")
     if resume and force:
         raise GrocError("--resume and --force contradict each other; pick one")
     set_threads(threads)
@@ -54,8 +57,9 @@ def train(
         raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides)
     model_config = built["model"]
-    if lexicon is not None and model_config.output != "groc":
-        raise GrocError("--lexicon is used by --output groc only")
+    if lexicon is not None and not output_layer_class(model_config.output).needs_lexicon:
+        readers = " or ".join(k for k in KINDS if output_layer_class(k).needs_lexicon)
+        raise GrocError(f"--lexicon is used by --output-layer {readers} only")
     with observers(built["train"].log_every, tensorboard) as progress:
         summary = train_new(dataset, output_dir, model_config, built["train"], lexicon, device, resume, force,
                             progress, given=S.given(ctx), verify=verify)

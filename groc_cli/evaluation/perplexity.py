@@ -28,6 +28,7 @@ from ..artifacts import claim_output, provenance
 from ..caches import CacheContext
 from ..console import log, progress
 from ..errors import GrocError
+from ..models import output_layer_class
 from ..runtime import rebalance_threads, resolve_device
 from ..text.dataset import open_dataset
 from ..training.run import Run
@@ -53,9 +54,9 @@ def validate(s: EvalSettings, kind: str) -> None:
         raise GrocError(f"--checkpoint {s.checkpoint!r}: expected best or last")
     if s.chunk < 1:
         raise GrocError(f"--chunk {s.chunk}: must be >= 1")
-    if s.downweight_new != 1.0 and not (kind == "groc" and s.vocab == "union"):
+    if s.downweight_new != 1.0 and not (output_layer_class(kind).composes_unseen_words and s.vocab == "union"):
         raise GrocError("--downweight-new applies to GroC models with --vocab union only; drop it")
-    table_union = kind != "groc" and s.vocab == "union"
+    table_union = not output_layer_class(kind).composes_unseen_words and s.vocab == "union"
     u = s.uniform_weight if s.uniform_weight is not None else (TABLE_UNION_UNIFORM if table_union else 0.0)
     if table_union and u == 0:
         raise GrocError(f"a {kind} model gives words outside its vocabulary no probability, so --vocab union "

@@ -29,6 +29,7 @@ from ..artifacts import (atomic_dir, claim_output, first_line, provenance, read_
                          sha256_file, write_json, write_parquet)
 from ..console import log, progress
 from ..errors import DamagedInput, GrocError
+from ..models import output_layer_class
 from ..runtime import resolve_device
 from ..text.dataset import Dataset, open_dataset
 from ..training.run import Run
@@ -72,7 +73,7 @@ def _dump(run: Run, dataset: Dataset, split: str, out_dir: Path, vocab_mode: str
     if vocab.size > np.iinfo(np.uint32).max:
         raise GrocError(f"an evaluation vocabulary of {vocab.size} words does not fit uint32 target ids")
     model = load_model(run, checkpoint, dev, vocab, lexicon_table)
-    new_mass = vocab_mode == "union" and kind == "groc"
+    new_mass = vocab_mode == "union" and output_layer_class(kind).composes_unseen_words
     model_checksum = run.model_checksum(checkpoint)
     meta = {
         "format": STATES_FORMAT,

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..errors import GrocError
+from ..models import output_layer_class
 from ..runtime import rebalance_threads
 from .vocab import EvalVocab
 
@@ -75,11 +76,11 @@ def model_chunks(model, vocab: EvalVocab, device: torch.device, chunk: int = 256
 
 
 def load_lexicon(path, kind: str):
-    """The lexicon table at ``path`` for a GroC run (None when no path is given); one-line
-    errors for another output layer or a missing file."""
+    """The lexicon table at ``path`` for a run whose output layer ``needs_lexicon`` (GroC;
+    None when no path is given); one-line errors for another output layer or a missing file."""
     if path is None:
         return None
-    if kind != "groc":
+    if not output_layer_class(kind).needs_lexicon:
         raise GrocError(f"--lexicon applies to GroC models only (this run's output layer is {kind})")
     if not Path(path).is_file():
         raise GrocError(f"--lexicon {path}: no such file; build one with 'groc lexicon'")
@@ -89,10 +90,11 @@ def load_lexicon(path, kind: str):
 
 
 def load_model(run, checkpoint: str, device: torch.device, vocab: EvalVocab, lexicon=None):
-    """The run's model in eval mode on ``device``; GroC composes the union in union mode.
-    ``lexicon`` (GroC) replaces the run's own lexicon table (other coverage, new words)."""
+    """The run's model in eval mode on ``device``; a layer that ``composes_unseen_words``
+    (GroC) composes the union in union mode. ``lexicon`` (GroC) replaces the run's own
+    lexicon table (other coverage, new words)."""
     model, _, _ = run.build(checkpoint, lexicon=lexicon, device=device)
     model.eval()
-    if vocab.mode == "union" and run.model_config.output == "groc":
+    if vocab.mode == "union" and model.output_layer.composes_unseen_words:
         model.set_vocab(vocab.words)
     return model

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..console import log
 from ..errors import GrocError
+from ..models import output_layer_class
 from ..text.dataset import UNK, Dataset
 from ..training.run import read_vocab
 
@@ -89,7 +90,7 @@ def run_eval_vocab(run, dataset: Dataset, split: str, mode: str) -> tuple[list[s
     """The run's vocabulary (words, training counts) and the evaluation vocabulary of
     ``split``, for ``eval`` and ``dump`` alike; logs ``untrained_unk_warning`` if it applies."""
     model_words, model_counts = read_vocab(run.path)
-    compose_inputs = run.model_config.output == "groc"
+    compose_inputs = output_layer_class(run.model_config.output).composes_unseen_words
     vocab = build_eval_vocab(model_words, dataset, split, mode, compose_inputs)
     warning = untrained_unk_warning(model_words, model_counts, vocab, compose_inputs)
     if warning:

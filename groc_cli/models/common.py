@@ -190,21 +190,60 @@ class SoftmaxComposed(Composed):
 
 
 class OutputLayer(nn.Module):
-    """Interface of one output-embedding family (paper Table 2)."""
+    """Interface of one output-embedding family (paper Table 2). A subclass registers itself
+    for ``--output-layer`` with ``registry.register_output_layer`` and declares its capabilities as
+    class attributes; training and evaluation read these instead of the kind's name
+    (docs/extending.md):
+
+    * ``needs_lexicon``: training needs a lexicon table (``--lexicon``), passed to
+      ``from_config``; a run keeps a copy, which evaluation reads back (and ``--lexicon``
+      may replace). Layers without it refuse ``--lexicon``.
+    * ``composes_unseen_words``: ``set_vocab`` gives any word, seen in training or not,
+      output and input rows computed from the parameters (no fresh random rows), and
+      ``compose`` returns a ``SoftmaxComposed`` with ``input_weight``. Open-vocabulary
+      evaluation (``--vocab union``) then scores new words with the model itself (and
+      ``--downweight-new`` applies) and reads them as inputs by their composed rows; without
+      it new words get no model mass (a uniform share is mixed in) and are read as <unk>.
+    * ``sparse_updates``: ``update_prob`` < 1 makes a training step compose the vocabulary
+      with autograd only with that probability (paper B.4); ``embed`` must then re-embed
+      the batch's inputs with autograd when given a composition made without it.
+    """
+
+    needs_lexicon: bool = False
+    composes_unseen_words: bool = False
+    sparse_updates: bool = False
 
     def __init__(self, config, vocab: list[str]) -> None:
         super().__init__()
         self.config = config
         self.vocab = list(vocab)
 
+    @classmethod
+    def from_config(cls, config, vocab: list[str], lexicon=None,
+                    generator: torch.Generator | None = None) -> "OutputLayer":
+        """The layer for ``vocab`` as ``config`` says. ``lexicon`` reaches layers that
+        declare ``needs_lexicon``; every parameter is initialised from ``generator`` (the
+        global RNG when None), in a fixed order, so that a seed gives the same model."""
+        return cls(config, vocab, generator)
+
+    @classmethod
+    def check_vocab_size(cls, config, size: int, where: str) -> None:
+        """ValueError when ``config`` cannot serve a training vocabulary of ``size`` words
+        (``where`` names it in the message, e.g. "the vocabulary of data/ptb"); checked
+        before a new run trains. Nothing by default."""
+
     def embed(self, ids: torch.Tensor, composed: Composed) -> torch.Tensor:
+        """Input embeddings [*ids.shape, emb] of vocabulary ids, given this step's composition."""
         raise NotImplementedError
 
     def compose(self, grad: bool = True) -> Composed:
+        """The vocabulary-wide output view of one step (``grad``: recorded by autograd)."""
         raise NotImplementedError
 
     def set_vocab(self, words: list[str], counts=None, generator: torch.Generator | None = None) -> None:
+        """Serve ``words`` from now on; rows of words already in ``self.vocab`` are kept."""
         raise NotImplementedError
 
     def regularization(self) -> torch.Tensor:
+        """A penalty added to the training loss (zero by default)."""
         return next(self.parameters()).new_zeros(())

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from ..settings import check_fields, setting
+from .registry import KINDS
 
-KINDS = ("lookup", "tied", "bilinear", "deep-residual", "adaptive", "convolutional", "groc")
 ACTIVATIONS = ("relu", "selu", "tanh")
 
 
@@ -34,7 +34,7 @@ class ModelConfig:
     """Hyperparameters of the prefix LSTM and the output layer (paper Tables 7-8). Each field is
     one setting: its flag, help and bounds are generated from it (groc_cli/settings.py)."""
 
-    output: str = setting("tied", "Output layer.", choices=KINDS)
+    output: str = setting("tied", "Output layer.", flag="--output-layer", choices=KINDS)
     emb: int = setting(300, "Embedding size (paper: 300 PTB, 256 WikiText-2).", low=1)
     hidden: int = setting(1024, "LSTM units of all but the last layer (paper: 1024).", low=1)
     layers: int = setting(2, "LSTM layers; the last has --emb units.", low=1)

@@ -30,11 +30,22 @@ from torch import nn
 from .chars import PlanCache, StringTable, csr_rows, encode_strings
 from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, char_encoder, init_char_encoder, uniform_
 from .lexicon import Lexicon
+from .registry import register_output_layer
 
 _TABLE_KEYS = ("chars", "lengths", "rel_offsets", "rel_indices", "def_offsets", "def_indices")
 
 
+@register_output_layer("groc")
 class GroCOutput(OutputLayer):
+    # Reads the lexicon; composes rows of any string; update_prob < 1 composes sparsely (B.4).
+    needs_lexicon = True
+    composes_unseen_words = True
+    sparse_updates = True
+
+    @classmethod
+    def from_config(cls, config, vocab: list[str], lexicon: Lexicon | None = None, generator=None) -> "GroCOutput":
+        return cls(config, vocab, lexicon, generator)
+
     def __init__(self, config, vocab: list[str], lexicon: Lexicon | None = None, generator=None) -> None:
         super().__init__(config, vocab)
         d = config.emb

@@ -17,13 +17,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .adaptive import AdaptiveOutput
 from .common import Composed, LockedDropout, OutputLayer, uniform_
 from .config import ModelConfig
-from .convolutional import ConvolutionalOutput
-from .groc import GroCOutput
 from .lexicon import Lexicon
-from .tables import TableOutput
+from .registry import output_layer_class
 
 State = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -76,9 +73,10 @@ class LanguageModel(nn.Module):
     # -- composition ------------------------------------------------------------------
     def sample_update(self, generator: torch.Generator | None = None) -> bool:
         """Whether this training step composes with autograd (paper B.4): always for
-        kinds other than GroC; with probability ``update_prob`` for GroC."""
+        layers without ``sparse_updates``; with probability ``update_prob`` for those with
+        it (GroC)."""
         p = self.config.update_prob
-        if self.config.output != "groc" or p >= 1.0:
+        if not self.output_layer.sparse_updates or p >= 1.0:
             return True
         return bool(torch.rand((), generator=generator) < p)
 
@@ -142,21 +140,15 @@ def build_model(
     counts: list[int] | None = None,
     generator: torch.Generator | None = None,
 ) -> LanguageModel:
-    """A LanguageModel for ``vocab`` (ids sorted by descending training frequency).
-    ``lexicon`` is used by GroC only; ``counts`` is accepted for interface symmetry
-    (adaptive bins come from the id order)."""
+    """A LanguageModel for ``vocab`` (ids sorted by descending training frequency) with
+    the output layer registered for ``config.output`` (``registry``). ``lexicon`` is
+    used by layers that declare ``needs_lexicon`` (GroC) only; ``counts`` is accepted for
+    interface symmetry (adaptive bins come from the id order). The output layer's
+    parameters are drawn before the LSTM's."""
     config.validate()
     vocab = list(vocab)
     _check_vocab(vocab)
     if counts is not None and len(counts) != len(vocab):
         raise ValueError(f"counts has {len(counts)} entries for a vocabulary of {len(vocab)}")
-    kind = config.output
-    if kind == "groc":
-        layer: OutputLayer = GroCOutput(config, vocab, lexicon, generator)
-    elif kind == "adaptive":
-        layer = AdaptiveOutput(config, vocab, generator)
-    elif kind == "convolutional":
-        layer = ConvolutionalOutput(config, vocab, generator)
-    else:
-        layer = TableOutput(config, vocab, generator)
+    layer: OutputLayer = output_layer_class(config.output).from_config(config, vocab, lexicon, generator)
     return LanguageModel(config, layer, generator)

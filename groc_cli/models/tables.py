@@ -31,9 +31,13 @@ from .common import (
     uniform_,
     variational_dropout,
 )
+from .registry import register_output_layer
 
 
+@register_output_layer("lookup", "tied", "bilinear", "deep-residual")
 class TableOutput(OutputLayer):
+    """Per-word tables, one class for four kinds (``config.output`` picks the output side)."""
+
     def __init__(self, config, vocab: list[str], generator: torch.Generator | None = None) -> None:
         super().__init__(config, vocab)
         kind, d, r = config.output, config.emb, config.init_range

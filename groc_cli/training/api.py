@@ -19,7 +19,7 @@ from ..version import __version__
 from ..artifacts import check_destination, disk_full, output_lock, read_metadata, replace_path, sha256_file, write_json
 from ..console import log
 from ..errors import GrocError
-from ..models import Lexicon, ModelConfig, build_model
+from ..models import Lexicon, ModelConfig, build_model, output_layer_class
 from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..text.dataset import EOS, open_dataset
 from .data import batchify, model_ids, token_counts
@@ -29,11 +29,14 @@ from .seed import seed_everything
 from .start_state import write_start_states
 
 
-def check_lexicon(path: Path | None, vocab: list[str], needed: bool) -> Lexicon | None:
-    if not needed:
+def check_lexicon(path: Path | None, vocab: list[str], kind: str) -> Lexicon | None:
+    """The lexicon table at ``path`` when output layer ``kind`` ``needs_lexicon`` (None for the
+    others), checked against the training vocabulary ``vocab`` (empty: not checked)."""
+    if not output_layer_class(kind).needs_lexicon:
         return None
     if path is None:
-        raise GrocError("--output groc needs --lexicon LEXICON.parquet (build it with 'groc lexicon --vocab DATASET -o ...')")
+        raise GrocError(f"--output-layer {kind} needs --lexicon LEXICON.parquet (build it with 'groc lexicon --vocab "
+                        "DATASET -o ...')")
     path = Path(path)
     if not path.is_file():
         raise GrocError(f"--lexicon {path}: no such file; build it with 'groc lexicon --vocab DATASET -o {path}'")
@@ -92,10 +95,12 @@ def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, d
     else:
         check_new_run_dir(run_dir, force, rank, inputs=(dataset_dir, lexicon_path))
     vocab = dataset.vocab
-    if model_config.output == "adaptive" and model_config.cutoffs and model_config.cutoffs[-1] >= len(vocab):
-        raise GrocError(f"--cutoffs {','.join(map(str, model_config.cutoffs))}: the vocabulary of {dataset_dir} has "
-                        f"{len(vocab):,} words, and every cutoff must be below that")
-    lexicon = check_lexicon(lexicon_path, vocab, model_config.output == "groc")
+    try:  # a setting that cannot serve this vocabulary (adaptive's --cutoffs)
+        layer = output_layer_class(model_config.output)
+        layer.check_vocab_size(model_config, len(vocab), f"the vocabulary of {dataset_dir}")
+    except ValueError as exc:
+        raise GrocError(str(exc)) from None
+    lexicon = check_lexicon(lexicon_path, vocab, model_config.output)
     train = model_ids(vocab, dataset, "train")
     counts = token_counts(train, len(vocab))
     valid = model_ids(vocab, dataset, "valid") if dataset.has_split("valid") else None
@@ -151,8 +156,8 @@ def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_
     else:
         check_new_run_dir(run_dir, force, rank, inputs=(run_src, dataset_dir, lexicon_path))
     lexicon = None
-    if source.model_config.output == "groc":
-        lexicon = check_lexicon(lexicon_path, [], True) if lexicon_path else source.read_lexicon()
+    if output_layer_class(source.model_config.output).needs_lexicon:
+        lexicon = check_lexicon(lexicon_path, [], source.model_config.output) if lexicon_path else source.read_lexicon()
     seed_everything(train_config.seed, train_config.deterministic)
     model, old_words, old_counts = source.build("best", lexicon=lexicon, device="cpu")
     old = set(old_words)

@@ -345,6 +345,11 @@ class Trainer:
             "tokens_per_s": self.pos.epoch_tokens / max(self.pos.epoch_seconds, 1e-9),
         }
         self.metrics.append(row)
+        # The paper's schedule (B.1): one test of improvement decides the best checkpoint, the
+        # learning-rate decay after lr_patience bad epochs and early stopping after patience.
+        # torch's ReduceLROnPlateau is not used: it would keep a second counter of the same test,
+        # needs threshold=0 and patience=lr_patience - 1 to decay on the same epoch, has no early
+        # stopping, and would add its state to trainer.pt (runs resumed from older checkpoints).
         score = valid_loss if valid_loss is not None else train_loss
         improved = score < self.pos.best_valid
         stop = None

@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from ..version import __version__
 from ..artifacts import _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
 from ..errors import DamagedInput, GrocError
-from ..models import Lexicon, ModelConfig, build_model
+from ..models import Lexicon, ModelConfig, build_model, output_layer_class
 
 RUN_FORMAT = "groc-run"
 RUN_FORMAT_VERSION = 1
@@ -211,9 +211,9 @@ class Run:
         return path if path.exists() else None
 
     def read_lexicon(self) -> Lexicon | None:
-        """The lexicon a GroC run was trained with (its copy in the run directory); None for the
-        other output layers."""
-        if self.model_config.output != "groc":
+        """The lexicon a run whose output layer ``needs_lexicon`` (GroC) was trained with (its
+        copy in the run directory); None for the other output layers."""
+        if not output_layer_class(self.model_config.output).needs_lexicon:
             return None
         return read_lexicon(self.path / "lexicon.parquet", _relexicon(self.path))
 

@@ -80,9 +80,9 @@ settings() {
   if [ "$SCALE" = paper ]; then
     settings=(--config "$ROOT/recipes/configs/$paper/$method.toml" "${MODEL[@]}" "${emb[@]}")
   else
-    settings=(--output "${method%%-*}" "${MODEL[@]}")
+    settings=(--output-layer "${method%%-*}" "${MODEL[@]}")
     case $method in
-      deep-residual) settings=(--output deep-residual "${MODEL[@]}") ;;
+      deep-residual) settings=(--output-layer deep-residual "${MODEL[@]}") ;;
       groc-norelations) settings+=(--no-relations) ;;
       groc-nodefinitions) settings+=(--no-definitions) ;;
       groc-surface) settings+=(--no-relations --no-definitions) ;;

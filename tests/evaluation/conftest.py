@@ -34,7 +34,7 @@ def runs(tmp_path_factory, data_dir):
     groc1("prepare", "--train", data_dir / "wikitext-2" / "wiki.valid.tokens", "--split", "300,600", "-o", root / "wiki",
           check=True)
     groc1("lexicon", "--vocab", root / "a", "-o", root / "lex.parquet", check=True)
-    groc1("train", root / "a", "-o", root / "tied", "--output", "tied", "--max-tokens", "300", *TINY, check=True)
-    groc1("train", root / "a", "-o", root / "groc", "--output", "groc", "--lexicon", root / "lex.parquet",
+    groc1("train", root / "a", "-o", root / "tied", "--output-layer", "tied", "--max-tokens", "300", *TINY, check=True)
+    groc1("train", root / "a", "-o", root / "groc", "--output-layer", "groc", "--lexicon", root / "lex.parquet",
           "--max-tokens", "48", *TINY, check=True)
     return root

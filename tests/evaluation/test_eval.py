@@ -90,7 +90,7 @@ def test_table_model_warns_when_unk_inputs_were_never_trained(runs, tmp_path):
 
     emma = Path(__file__).resolve().parents[2] / "groc_cli" / "data" / "austen-emma.txt"
     run_groc("prepare", "--train", emma, "--tokenize", "--lower", "--split", "3000,500", "-o", tmp_path / "emma", check=True)
-    run_groc("train", tmp_path / "emma", "-o", tmp_path / "tied", "--output", "tied", "--max-tokens", "200",
+    run_groc("train", tmp_path / "emma", "-o", tmp_path / "tied", "--output-layer", "tied", "--max-tokens", "200",
              "--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", check=True)
     _, err = eval_cli(tmp_path / "tied", runs / "wiki", "--split", "valid", "--vocab", "union", "--device", "cpu")
     assert "<unk> never occurred in this model's training data" in err and "--min-count 2" in err
@@ -103,7 +103,7 @@ def test_table_model_warns_when_unk_inputs_were_never_trained(runs, tmp_path):
     # the run counts them, and the warning is gone.
     run_groc("prepare", "--train", emma, "--tokenize", "--lower", "--split", "3000,500", "--min-count", "2",
              "-o", tmp_path / "emma2", check=True)
-    run_groc("train", tmp_path / "emma2", "-o", tmp_path / "tied2", "--output", "tied", "--max-tokens", "200",
+    run_groc("train", tmp_path / "emma2", "-o", tmp_path / "tied2", "--output-layer", "tied", "--max-tokens", "200",
              "--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", check=True)
     oov = json.loads((tmp_path / "emma2" / "manifest.json").read_text())["splits"]["train"]["oov_tokens"]
     words, counts = pq.read_table(tmp_path / "tied2" / "vocab.parquet").to_pydict().values()

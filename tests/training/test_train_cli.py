@@ -29,7 +29,7 @@ def tiny(tmp_path_factory, data_dir):
 
 def test_train_writes_a_complete_run(tiny, tmp_path):
     run = tmp_path / "run"
-    result = run_groc("train", tiny / "a", "-o", run, "--output", "tied", "--max-epochs", "2", "--json", *TINY, check=True)
+    result = run_groc("train", tiny / "a", "-o", run, "--output-layer", "tied", "--max-epochs", "2", "--json", *TINY, check=True)
     summary = json.loads(result.stdout)  # stdout holds exactly one JSON object
     assert summary["epochs"] == 2 and summary["stop_reason"] == "max-epochs"
     assert "|Θ|" in result.stderr.decode() and "valid ppl" in result.stderr.decode()
@@ -54,7 +54,7 @@ def test_train_writes_a_complete_run(tiny, tmp_path):
 def test_groc_parameter_count_does_not_depend_on_vocabulary(tiny, tmp_path):
     counts = []
     for name in ("a", "b"):
-        r = run_groc("train", tiny / name, "-o", tmp_path / name, "--output", "groc", "--lexicon", tiny / "lex.parquet",
+        r = run_groc("train", tiny / name, "-o", tmp_path / name, "--output-layer", "groc", "--lexicon", tiny / "lex.parquet",
                      "--max-tokens", "200", "--json", *TINY, check=True)
         counts.append(json.loads(r.stdout)["parameters"])
     sizes = [json.loads((tiny / n / "manifest.json").read_text())["vocab_size"] for n in ("a", "b")]
@@ -66,9 +66,9 @@ def test_groc_parameter_count_does_not_depend_on_vocabulary(tiny, tmp_path):
 
 def test_mismatched_lexicon_and_dataset_are_refused_before_training(tiny, tmp_path):
     run = tmp_path / "run"
-    r = run_groc("train", tiny / "a", "-o", run, "--output", "groc", "--lexicon", tiny / "lex-b.parquet", *TINY)
+    r = run_groc("train", tiny / "a", "-o", run, "--output-layer", "groc", "--lexicon", tiny / "lex-b.parquet", *TINY)
     assert r.returncode != 0 and "another vocabulary" in r.stderr.decode() and not run.exists()
-    r = run_groc("train", tiny / "a", "-o", run, "--output", "groc", *TINY)
+    r = run_groc("train", tiny / "a", "-o", run, "--output-layer", "groc", *TINY)
     assert r.returncode != 0 and "--lexicon" in r.stderr.decode() and not run.exists()
     r = run_groc("train", tmp_path / "nowhere", "-o", run, *TINY)
     assert r.returncode != 0 and "not a directory" in r.stderr.decode() and not run.exists()
@@ -116,7 +116,7 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny, tmp_path):
     # Bitwise equality needs the same summation order: one thread in every run, on the CPU
     # (CUDA's atomic-add kernels sum in no fixed order, so on a GPU it holds only to rounding).
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    args = ["--output", "groc", "--lexicon", tiny / "lex.parquet", "--update-prob", "0.5", "--max-epochs", "2",
+    args = ["--output-layer", "groc", "--lexicon", tiny / "lex.parquet", "--update-prob", "0.5", "--max-epochs", "2",
             "--checkpoint-every", "3", "--device", "cpu", *TINY]
     full = tmp_path / "full"
     run_groc("train", tiny / "a", "-o", full, *args, check=True, env=env)
@@ -145,7 +145,7 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny, tmp_path):
 
 def test_finetune_unions_vocabularies(tiny, tmp_path):
     base = tmp_path / "base"
-    run_groc("train", tiny / "a", "-o", base, "--output", "groc", "--lexicon", tiny / "lex.parquet", "--max-tokens", "300", *TINY, check=True)
+    run_groc("train", tiny / "a", "-o", base, "--output-layer", "groc", "--lexicon", tiny / "lex.parquet", "--max-tokens", "300", *TINY, check=True)
     ft = tmp_path / "ft"
     r = run_groc("finetune", base, tiny / "b", "-o", ft, "--max-epochs", "2", "--json", *TINY[4:], check=True)
     summary = json.loads(r.stdout)

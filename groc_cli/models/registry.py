@@ -1,0 +1,80 @@
+"""The output layers by kind (``--output-layer``): each layer class registers itself under the
+names it serves and declares, as class attributes, what it needs and what it can do.
+
+    @register_output_layer("groc")
+    class GroCOutput(OutputLayer):
+        needs_lexicon = True
+        composes_unseen_words = True
+        sparse_updates = True
+
+Training and evaluation ask the registry (``output_layer_class(config.output).needs_lexicon``)
+instead of comparing the kind's name, so a new output layer is one module under ``models/``
+(imported by ``models/__init__.py``) and its settings in ``ModelConfig``; see
+docs/extending.md. The capabilities and their defaults are documented on ``OutputLayer``
+(``common.py``).
+
+This module imports nothing, so that ``config.py`` can take ``--output-layer``'s choices from it
+without importing torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# kind -> layer class, in the order the kinds were registered (the order of --output-layer's choices).
+_LAYERS: dict[str, type] = {}
+
+
+def register_output_layer(*kinds: str):
+    """Class decorator: the decorated ``OutputLayer`` subclass serves ``--output-layer KIND`` for each
+    of ``kinds`` (one class may serve several, as ``TableOutput`` does lookup, tied, bilinear and
+    deep-residual). A kind already taken by another class is a ValueError."""
+    if not kinds or not all(isinstance(k, str) and k for k in kinds):
+        raise ValueError("register_output_layer needs one or more non-empty kind names")
+
+    def decorate(cls: type) -> type:
+        for kind in kinds:
+            if _LAYERS.get(kind, cls) is not cls:
+                raise ValueError(f"output layer {kind!r} is already registered by {_LAYERS[kind].__qualname__}")
+        for kind in kinds:
+            _LAYERS[kind] = cls
+        return cls
+
+    return decorate
+
+
+def output_layer_class(kind: str) -> type:
+    """The class registered for ``--output-layer kind``; ValueError naming the known kinds otherwise."""
+    try:
+        return _LAYERS[kind]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown output layer {kind!r}; choose from {', '.join(_LAYERS)}") from None
+
+
+def output_kinds() -> tuple[str, ...]:
+    """The registered kinds, in registration order."""
+    return tuple(_LAYERS)
+
+
+class _Kinds(Sequence):
+    """A live, read-only view of the registered kinds: ``ModelConfig.output``'s choices, so that a
+    layer registered after ``ModelConfig`` was defined (a plug-in, a test's) is a valid choice."""
+
+    def __getitem__(self, index):
+        return output_kinds()[index]
+
+    def __len__(self) -> int:
+        return len(_LAYERS)
+
+    def __contains__(self, kind: object) -> bool:
+        return isinstance(kind, str) and kind in _LAYERS
+
+    def __iter__(self):
+        return iter(output_kinds())
+
+    def __repr__(self) -> str:
+        return f"KINDS{output_kinds()!r}"
+
+
+#: The registered output-layer kinds (a live view; ``tuple(KINDS)`` for a snapshot).
+KINDS = _Kinds()
