@@ -484,7 +484,7 @@ class UnboundedCache(ConfiguredCache):
             except Exception as err:
                 raise ValueError(
                     f"index {self.factory!r} cannot run on the GPU ({_faiss_message(err)}); "
-                    "use use_gpu=False"
+                    "search on the CPU instead (use_gpu=False; in groc eval, --device cpu)"
                 ) from None
             try:
                 faiss.GpuParameterSpace().set_index_parameter(store, "nprobe", self.nprobe)
