@@ -20,7 +20,7 @@ or undefined; ``interpolate`` falls back to the model there.
 
 Each kind registers itself (``registry.register_cache``) with its ``groc eval`` settings, its
 --grid settings, its checks and its construction from them; ``groc eval`` runs whichever
-``CACHE_KINDS`` holds, including one registered outside this package (docs/extending-caches.md).
+``CACHE_KINDS`` holds, including one registered outside this package (docs/extending.md).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ The evaluation calls them in this order, each with ``values``: every grid settin
 Messages of ValueErrors raised by 1-3 name settings in backticks, as in "`knn` 0: must be
 >= 1"; ``groc eval`` writes each as its flag ("--knn 0: must be >= 1"). Optional attributes:
 ``needs_hidden`` (False: ``score`` gets None for the hidden states), ``reads`` and ``writes``
-(settings naming files). docs/extending-caches.md walks through one.
+(settings naming files). docs/extending.md walks through one.
 """
 
 from __future__ import annotations

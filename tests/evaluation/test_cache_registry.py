@@ -1,6 +1,6 @@
 """A cache defined only here runs through `groc eval` end to end: registered with its settings
 and grid setting, it gets its options, its checks (naming its flag) and `--grid`, and the
-evaluation runs it without knowing it (docs/extending-caches.md). Tiny runs from conftest.py."""
+evaluation runs it without knowing it (docs/extending.md). Tiny runs from conftest.py."""
 
 import dataclasses
 import json
