@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -10,10 +11,20 @@ from typing import Optional
 
 import typer
 
+from ..caches.local import LocalSettings
 from ..console import write_stdout
+from ..evaluation.settings import EvalSettings
 from ..errors import GrocError
 from . import SUMMARIES
 from ._inputs import THREADS, UTF8_ERRORS, Checkpoint, Utf8Errors, Vocab, checkpoint_option
+
+def _declared(cls: type, name: str):
+    """The option of a setting `groc eval` declares (its default and help written there only)."""
+    from ..settings import default_of, flag_of, meta
+
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return typer.Option(default_of(f), flag_of(f), help=meta(f)["help"])
+
 
 EPILOG = """[bold]Examples[/bold]
 
@@ -49,10 +60,9 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line instead of TSV."),
     cache: str = typer.Option("none", "--cache", help="none, local or unigram, as 'groc eval --cache' (not unbounded); its "
                               "memory carries over from line to line, as over the lines of one document."),
-    cache_weight: float = typer.Option(0.1, "--cache-weight", help="w in p = (1-w) p_model + w p_cache: the cache's share."),
-    theta: float = typer.Option(0.3, "--theta", help="local: flatness θ of exp(θ hᵀh_i)."),
-    cache_size: Optional[int] = typer.Option(None, "--cache-size", help="local: window of past positions (default 10000); "
-                                             "unigram: count only the last N targets (default: all)."),
+    cache_weight: float = _declared(EvalSettings, "cache_weight"),
+    theta: float = _declared(LocalSettings, "theta"),
+    cache_size: Optional[int] = _declared(LocalSettings, "cache_size"),
     checkpoint: Checkpoint = checkpoint_option(),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N (lines are scored one at a time)."),
     errors: Utf8Errors = UTF8_ERRORS,

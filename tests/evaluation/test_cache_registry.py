@@ -156,3 +156,16 @@ def test_every_eval_option_is_a_declared_setting():
     options = {p.name: p for p in click_command("eval").params}
     for f in [*cli_fields(EvalSettings), *(f for f, _ in setting_fields())]:
         assert flag_of(f) in options[f.name].opts and options[f.name].default == default_of(f), f.name
+
+
+def test_score_cache_options_are_evals_declared_settings():
+    # groc score offers three of eval's cache settings; their defaults and help are eval's declarations.
+    from groc_cli.caches.local import LocalSettings
+    from groc_cli.settings import meta
+
+    options = {p.name: p for p in click_command("score").params}
+    fields = {f.name: f for f in (*cli_fields(EvalSettings), *dataclasses.fields(LocalSettings))}
+    for name in ("cache_weight", "theta", "cache_size"):
+        f = fields[name]
+        assert flag_of(f) in options[name].opts and options[name].default == default_of(f), name
+        assert options[name].help == meta(f)["help"], name
