@@ -21,10 +21,10 @@ from ..console import log
 from ..errors import GrocError
 from ..models import Lexicon, ModelConfig, build_model, output_layer_class
 from ..runtime import init_distributed, resolve_device, tune_allocator
-from ..text.dataset import EOS, open_dataset
+from ..text.dataset import open_dataset
 from .data import batchify, model_ids, token_counts
 from .loop import TrainConfig, Trainer
-from .run import RUN_FORMAT, RUN_FORMAT_VERSION, Run, _unwrap, copy_lexicon, load_checkpoint, load_weights, write_vocab
+from .run import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, load_checkpoint, write_vocab
 from .seed import seed_everything
 from .start_state import write_start_states
 
@@ -308,11 +308,8 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
         else:
             log(f"resuming {run_dir} at epoch {trainer.pos.epoch}, step {trainer.pos.step}")
     result = trainer.train(progress=progress)
-    if rank == 0:
-        # Where a line starts when lines are scored one by one (groc score, load_run).
-        words = list(_unwrap(model).vocab)
-        eos = words.index(EOS) if EOS in words else None
-        write_start_states(_unwrap(model), valid if valid is not None else train, eos, run_dir, load_weights)
+    if rank == 0:  # where a line starts when lines are scored one by one (groc score, load_run)
+        write_start_states(model, valid if valid is not None else train, run_dir)
     summary = {"run": str(final_dir), "parameters": config["parameters"], **result,
                "final": trainer.metrics[-1] if trainer.metrics else None}
     if rank == 0:

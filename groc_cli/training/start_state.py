@@ -19,6 +19,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from ..artifacts import _umask, atomic_path
+from ..text.dataset import EOS
+from .run import _unwrap, load_weights
 
 FILE = "start_state.safetensors"
 MAX_LINES = 1000
@@ -39,9 +41,8 @@ def compute_start_state(model, ids: torch.Tensor, eos: int, max_lines: int = MAX
             state = model.init_state(1)
             sums = [(torch.zeros_like(h), torch.zeros_like(c)) for h, c in state]
             start = 0
-            for end in ends:
-                if end >= start:  # the line's tokens and its <eos>
-                    _, state = model(ids[start : end + 1].view(-1, 1).to(device), state, composed)
+            for end in ends:  # each line's tokens and its <eos>, from the state the line before left
+                _, state = model(ids[start : end + 1].view(-1, 1).to(device), state, composed)
                 sums = [(sh + h, sc + c) for (sh, sc), (h, c) in zip(sums, state)]
                 start = end + 1
     finally:
@@ -79,11 +80,14 @@ def load_start_state(directory: Path, model):
     return state if len(stored) == 2 * len(zeros) else None
 
 
-def write_start_states(model, ids: torch.Tensor | None, eos: int | None, run_dir: Path, load_weights) -> None:
-    """Compute and save each checkpoint's start state (best, last) from held-out ``ids``; the
-    model's own weights are restored afterwards."""
-    if ids is None or eos is None:
+def write_start_states(model, ids: torch.Tensor, run_dir: Path) -> None:
+    """Compute and save each checkpoint's start state (best, last) from held-out ``ids`` (none
+    for a vocabulary without ``<eos>``); the model's own weights are restored afterwards."""
+    model = _unwrap(model)
+    words = list(model.vocab)
+    if EOS not in words:
         return
+    eos = words.index(EOS)
     kept = {k: v.detach().clone() for k, v in model.state_dict().items()}
     try:
         for which in ("best", "last"):
