@@ -15,15 +15,16 @@ from ..caches.local import LocalSettings
 from ..console import write_stdout
 from ..evaluation.settings import EvalSettings
 from ..errors import GrocError
+from ..settings import hints
 from . import SUMMARIES
 from ._inputs import THREADS, UTF8_ERRORS, Checkpoint, Utf8Errors, Vocab, checkpoint_option
+from ._settings import option_parameter
+
 
 def _declared(cls: type, name: str):
     """The option of a setting `groc eval` declares (its default and help written there only)."""
-    from ..settings import default_of, flag_of, meta
-
     f = next(f for f in dataclasses.fields(cls) if f.name == name)
-    return typer.Option(default_of(f), flag_of(f), help=meta(f)["help"])
+    return option_parameter(f, hints(cls)[name]).default
 
 
 EPILOG = """[bold]Examples[/bold]
