@@ -56,8 +56,9 @@ def tokenize(
         with claim_output(target, force, kind="file", inputs=(input,)), atomic_file(target, "w") as handle:
             for line in lines:
                 handle.write(line + "\n")
-                count_lines += 1
-                count_tokens += len(line.split())
+                if json_out:  # counted only for the record
+                    count_lines += 1
+                    count_tokens += len(line.split())
     if json_out:
         emit_json({"input": name, "output": str(target), "lines": count_lines, "tokens": count_tokens,
                    "lower": lower, "escape": escape, "seconds": round(time.perf_counter() - started, 3)})
