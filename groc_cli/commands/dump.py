@@ -49,7 +49,8 @@ def dump(
 ) -> None:
     """Dump the states a cache needs (one stream, carried state), written incrementally and atomically."""
     set_threads(threads)
-    record = dump_states(run_dir, dataset, split, output_dir, vocab.value, dtype.value, checkpoint.value, chunk, device, force, lexicon, verify)
+    record = dump_states(run_dir, dataset, split, output_dir, vocab.value, dtype.value, checkpoint.value, chunk, device,
+                         force, lexicon, verify)
     if json_out:
         emit_json(record)
 
