@@ -178,7 +178,7 @@ def main() -> None:
     for kind, p in runs:
         name = kind if p is None or p == 1.0 else f"groc@update_prob={p}"
         config = ModelConfig(output=kind, emb=args.emb, hidden=args.hidden, layers=args.layers,
-                             update_prob=1.0 if p is None else p)
+                             **({} if p is None else {"update_prob": p}))
         runners[name] = Runner(kind, config, vocab, lexicon, data, args, device)
     # Round-robin over kinds, one step each: load from other processes on a shared
     # machine then hits every kind alike; the median step time drops stragglers.

@@ -7,6 +7,11 @@ class GrocError(Exception):
     exit_code = 2
 
 
+class SettingError(GrocError):
+    """A setting's value that the input cannot take (adaptive's cutoffs for a smaller vocabulary); the
+    message starts with the setting's name, which a command replaces by its flag."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the process is so that it cleans up as after Ctrl-C (exit status 143)."""
 

@@ -25,15 +25,18 @@ MISSING = dataclasses.MISSING
 def setting(default: Any = MISSING, help: str = "", *, flag: str | None = None, negation: bool = True,
             choices: tuple | None = None, low: float | None = None, high: float | None = None,
             low_open: bool = False, high_open: bool = False, parse: Callable[[str], Any] | None = None,
-            default_factory: Callable[[], Any] | None = None, cli: bool = True) -> Any:
+            default_factory: Callable[[], Any] | None = None, cli: bool = True,
+            check: Callable[[Any], Any] | None = None) -> Any:
     """A dataclass field with what the command line and validation need to know about it.
 
     flag: the option's name (default `--` + the field name with dashes); negation: booleans
     get `--x/--no-x` (else a plain switch); choices: allowed values; low/high: bounds
     (`*_open`: strict); parse: turns the option's text into the value (e.g. "2k,7k" into
-    [2000, 7000]); cli False: settable from a config file only."""
+    [2000, 7000]); cli False: settable from a config file only; check: takes a value that is
+    not None and returns it as the field keeps it (JSON's lists back into tuples), or raises
+    ValueError("must be ...") without the name, which `check_fields` puts first."""
     meta = {"help": help, "flag": flag, "negation": negation, "choices": choices, "low": low, "high": high,
-            "low_open": low_open, "high_open": high_open, "parse": parse, "cli": cli}
+            "low_open": low_open, "high_open": high_open, "parse": parse, "cli": cli, "check": check}
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata={"groc": meta})
     return dataclasses.field(default=default, metadata={"groc": meta})
@@ -52,12 +55,18 @@ def default_of(f: dataclasses.Field) -> Any:
 
 
 def check_fields(obj: Any) -> None:
-    """Each field's choices and bounds; NaN and infinities fail every bound. Raises ValueError
-    naming the field first."""
+    """Each field's choices, bounds and check (whose value the field then keeps); NaN and
+    infinities fail every bound. Raises ValueError naming the field first."""
     for f in dataclasses.fields(obj):
         m, value = meta(f), getattr(obj, f.name)
         if value is None or not m:
             continue
+        if m.get("check") is not None:
+            try:
+                value = m["check"](value)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"{f.name} {exc}") from None
+            setattr(obj, f.name, value)
         if m["choices"] is not None and value not in m["choices"]:
             raise ValueError(f"{f.name} must be one of {', '.join(map(str, m['choices']))}, got {value!r}")
         if (m["low"] is None and m["high"] is None) or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -76,19 +85,42 @@ def _range(m: dict) -> str:
     return f"a finite number {'<' if m['high_open'] else '<='} {m['high']:g}"
 
 
+def all_fields(cls: type) -> list[dataclasses.Field]:
+    """The settings of ``cls``: its fields, or, for a class with subclasses of its own per kind
+    (``ModelConfig.settings_classes()``), every one of theirs once."""
+    if not hasattr(cls, "settings_classes"):
+        return list(dataclasses.fields(cls))
+    seen: dict[str, dataclasses.Field] = {}
+    for c in cls.settings_classes():
+        for f in dataclasses.fields(c):
+            if seen.setdefault(f.name, f) is not f:  # one setting, one declaration (a mixin both inherit)
+                raise TypeError(f"{c.__name__} declares the setting {f.name!r} again; declare it once, in a "
+                                "mixin that the classes sharing it inherit")
+    return list(seen.values())
+
+
 def cli_fields(cls: type) -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(cls) if meta(f).get("cli")]
+    return [f for f in all_fields(cls) if meta(f).get("cli")]
 
 
 def hints(cls: type) -> dict[str, Any]:
+    if hasattr(cls, "settings_classes"):
+        return {k: v for c in reversed(cls.settings_classes()) for k, v in typing.get_type_hints(c).items()}
     return typing.get_type_hints(cls)
+
+
+def help_of(cls: type, f: dataclasses.Field) -> str:
+    """A setting's help, after the kinds it belongs to where only some have it ("adaptive: Bin edges ...")."""
+    scope = cls.setting_scope(f.name) if hasattr(cls, "setting_scope") else None
+    return f"{scope}: {meta(f)['help']}" if scope else meta(f)["help"]
 
 
 # -- config files and key=value overrides ---------------------------------------------------------
 
-def read_config(path: Path) -> dict:
+def read_config(path: Path) -> tuple[dict, bool]:
     """A JSON or TOML file of settings: flat (`lr = 0.001`) or in sections (`[train]`, `[model]`;
-    a run's own config.json is one). Returns {section or "": {name: value}}."""
+    a run's own config.json is one). Returns ({section or "": {name: value}}, whether the file is a
+    run's config.json)."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -105,9 +137,10 @@ def read_config(path: Path) -> dict:
         raise ValueError(f"config {path} is not valid {'TOML' if path.suffix == '.toml' else 'JSON'} ({exc})") from None
     if not isinstance(data, dict):
         raise ValueError(f"config {path} must hold a table of settings")
-    if data.get("format") == "groc-run":  # a run's config.json: its settings are its sections
+    from_run = data.get("format") == "groc-run"
+    if from_run:  # a run's config.json: its settings are its sections
         data = {k: v for k, v in data.items() if isinstance(v, dict)}
-    return data
+    return data, from_run
 
 
 def parse_override(text: str) -> tuple[str, str]:
@@ -120,7 +153,7 @@ def parse_override(text: str) -> tuple[str, str]:
 def coerce(cls: type, name: str, value: Any) -> Any:
     """A value from a file or an override, as the field wants it (text through the field's parse,
     JSON-like text to numbers, booleans and lists)."""
-    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    f = next(f for f in all_fields(cls) if f.name == name)
     hint = hints(cls)[name]
     if isinstance(value, str):
         if meta(f).get("parse") is not None:

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 
 from .. import settings as S
-from ..errors import GrocError
+from ..errors import GrocError, SettingError
 
 
 def with_settings(*classes: type, defaults: dict | None = None, helps: dict | None = None, skip: tuple = ()):
@@ -31,7 +32,7 @@ def with_settings(*classes: type, defaults: dict | None = None, helps: dict | No
                 if f.name in skip:
                     continue
                 generated.append(_parameter(f, hints[f.name], defaults.get(f.name, S.default_of(f)),
-                                            helps.get(f.name, S.meta(f)["help"])))
+                                            helps.get(f.name, S.help_of(cls, f))))
         fn.__signature__ = signature.replace(parameters=own + generated)
         fn.__annotations__ = {**fn.__annotations__, **{p.name: p.annotation for p in generated}}
         return fn
@@ -46,6 +47,7 @@ def option_parameter(f: dataclasses.Field, hint: Any, help: str | None = None) -
 
 def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str) -> inspect.Parameter:
     m = S.meta(f)
+    help = escape(help)  # --help is rich markup: "W [c; r; d] + b" is text, not a style
     flag = S.flag_of(f)
     if m["parse"] is not None:  # typed as text on the command line, parsed into the field's type
         annotation, shown = Optional[str], None if default is None else ",".join(map(str, default))
@@ -73,11 +75,12 @@ def given(ctx) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def setting_errors(ctx):
-    """The library's validation names a setting ("lr must be ..."); say the command's flag instead."""
+def setting_errors(ctx, catch: tuple = (ValueError, SettingError)):
+    """The library's validation names a setting ("lr must be ..."); say the command's flag instead.
+    Around a library call that does more than validate, catch SettingError only."""
     try:
         yield
-    except ValueError as exc:
+    except catch as exc:
         name, _, rest = str(exc).partition(" ")
         flag = flags(ctx).get(name)
         raise GrocError(f"{flag} {rest}" if flag else str(exc)) from None
@@ -93,11 +96,18 @@ def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, o
             fixed: tuple = ()) -> dict[str, Any]:
     """Build each section's dataclass from its defaults, then the --config file, then the flags given
     on the command line, then KEY=VALUE overrides. `fixed` names sections the command does not let
-    a file or override change (finetune keeps its model's settings)."""
-    owner = {f.name: name for name, cls in sections.items() for f in dataclasses.fields(cls)}
-    chosen: dict[str, dict] = {name: {} for name in sections}
+    a file or override change (finetune keeps its model's settings).
 
-    def put(key: str, value: Any, where: str) -> None:
+    A section whose class has a subclass per kind (ModelConfig: one per output layer) is built as
+    its kind's class; a setting of another kind is refused when given (by a flag, a file or an
+    override), except from a run's own config.json, whose other kinds' settings are dropped (a run
+    written before each kind had its own settings holds them all)."""
+    owner = {f.name: name for name, cls in sections.items() for f in S.all_fields(cls)}
+    chosen: dict[str, dict] = {name: {} for name in sections}
+    origin: dict[str, str] = {}  # settings given by a flag, a file or an override: where from
+    explicit = given(ctx)
+
+    def put(key: str, value: Any, where: str, strict: bool = True) -> None:
         section, _, name = key.rpartition(".")
         if name not in owner or (section and owner[name] != section):
             known = ", ".join(sorted(owner))
@@ -108,13 +118,17 @@ def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, o
             chosen[owner[name]][name] = S.coerce(sections[owner[name]], name, value)
         except ValueError as exc:
             raise GrocError(f"{where}: {name}: {exc}") from None
+        if strict:
+            origin[name] = where
+        else:
+            origin.pop(name, None)
 
     for name, value in values.items():  # the options' values: the fields' defaults unless given
         if name in owner and owner[name] not in fixed:
-            put(name, _from_option(sections[owner[name]], name, value), name)
+            put(name, _from_option(sections[owner[name]], name, value), explicit.get(name, name), name in explicit)
     if config is not None:
         try:
-            data = S.read_config(config)
+            data, from_run = S.read_config(config)
         except ValueError as exc:
             raise GrocError(str(exc)) from None
         for key, value in data.items():
@@ -122,11 +136,10 @@ def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, o
                 if key in fixed:
                     continue
                 for name, inner in value.items():
-                    put(f"{key}.{name}", inner, f"--config {config}")
+                    put(f"{key}.{name}", inner, f"--config {config}", not from_run)
             elif key not in sections and not isinstance(value, dict):
-                put(key, value, f"--config {config}")
+                put(key, value, f"--config {config}", not from_run)
             # other tables of a run's config.json (dataset, lexicon, ...) describe the run, not settings
-    explicit = given(ctx)
     for name, value in values.items():  # flags given on the command line win over the file
         if name in owner and name in explicit and config is not None:
             put(name, _from_option(sections[owner[name]], name, value), explicit[name])
@@ -140,12 +153,29 @@ def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, o
     with setting_errors(ctx):
         for name, cls in sections.items():
             if name not in fixed:
-                built[name] = cls(**chosen[name])
+                built[name] = cls(**_of_kind(ctx, cls, chosen[name], origin))
     return built
 
 
+def _of_kind(ctx, cls: type, values: dict, origin: dict[str, str]) -> dict:
+    """``values`` without the settings of kinds other than the one they choose (``cls.KIND_SETTING``,
+    built as ``cls.class_for(kind)``); one of those given explicitly is a GrocError naming it."""
+    if not hasattr(cls, "class_for"):
+        return values
+    kind = values.get(cls.KIND_SETTING)
+    own = {f.name for f in dataclasses.fields(cls.class_for(kind))}
+    names = flags(ctx)
+    for name in [n for n in values if n not in own]:
+        if name in origin:
+            where = origin[name] if origin[name] == names.get(name) else f"{origin[name]}: {name}"
+            raise GrocError(f"{where} is a setting of {names.get(cls.KIND_SETTING, cls.KIND_SETTING)} "
+                            f"{cls.setting_scope(name)}, not of {kind}")
+        del values[name]
+    return values
+
+
 def _from_option(cls: type, name: str, value: Any) -> Any:
-    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    f = next(f for f in S.all_fields(cls) if f.name == name)
     if S.meta(f).get("parse") is not None and isinstance(value, str):
         return S.meta(f)["parse"](value)
     return value

@@ -9,7 +9,7 @@ import typer
 
 from ..console import emit_json
 from ..runtime import set_threads
-from ..errors import GrocError
+from ..errors import GrocError, SettingError
 from ..models import KINDS, ModelConfig, output_layer_class
 from ..training.api import train_new
 from ..training.loop import TrainConfig
@@ -60,7 +60,7 @@ def train(
     if lexicon is not None and not output_layer_class(model_config.output).needs_lexicon:
         readers = " or ".join(k for k in KINDS if output_layer_class(k).needs_lexicon)
         raise GrocError(f"--lexicon is used by --output-layer {readers} only")
-    with observers(built["train"].log_every, tensorboard) as progress:
+    with observers(built["train"].log_every, tensorboard) as progress, S.setting_errors(ctx, SettingError):
         summary = train_new(dataset, output_dir, model_config, built["train"], lexicon, device, resume, force,
                             progress, given=S.given(ctx), verify=verify)
     if json_out:

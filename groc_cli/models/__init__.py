@@ -1,14 +1,14 @@
 """Language model with swappable output layers (paper Table 2: seven built in).
 
-Public API: ``ModelConfig``, ``Lexicon``, ``build_model``, ``LanguageModel``,
-``Composed``; the output-layer registry (``register_output_layer``,
-``output_layer_class``, ``KINDS``) and the interface a layer implements
+Public API: ``ModelConfig`` (``config_class(kind)``: a kind's own settings), ``Lexicon``,
+``build_model``, ``LanguageModel``, ``Composed``; the output-layer registry
+(``register_output_layer``, ``output_layer_class``, ``KINDS``) and the interface a layer implements
 (``OutputLayer``, ``SoftmaxComposed``; docs/extending.md). See ``lm`` for the
 training-step protocol.
 """
 
 from .common import Composed, OutputLayer, SoftmaxComposed
-from .config import ModelConfig
+from .config import ModelConfig, config_class
 from .lexicon import Lexicon
 from .registry import KINDS, output_kinds, output_layer_class, register_output_layer
 
@@ -19,4 +19,4 @@ from . import tables, adaptive, convolutional, groc  # noqa: E402,F401,I001
 from .lm import LanguageModel, build_model  # noqa: E402
 
 __all__ = ["KINDS", "Composed", "LanguageModel", "Lexicon", "ModelConfig", "OutputLayer", "SoftmaxComposed",
-           "build_model", "output_kinds", "output_layer_class", "register_output_layer"]
+           "build_model", "config_class", "output_kinds", "output_layer_class", "register_output_layer"]

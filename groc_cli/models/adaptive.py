@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .common import Composed, OutputLayer, replace_parameter, uniform_, variational_dropout
+from .config import AdaptiveConfig
 from .registry import register_output_layer
 
 DEFAULT_FRACTIONS = (0.2, 0.7)
@@ -39,13 +40,13 @@ def bin_bounds(config, vocab_size: int) -> list[int]:
     return [0] + cuts + [vocab_size]
 
 
-@register_output_layer("adaptive")
+@register_output_layer("adaptive", config=AdaptiveConfig)
 class AdaptiveOutput(OutputLayer):
     @classmethod
     def check_vocab_size(cls, config, size: int, where: str) -> None:
         """Explicit cutoffs must leave every bin of a new run's vocabulary some words."""
         if config.cutoffs and config.cutoffs[-1] >= size:
-            raise ValueError(f"--cutoffs {','.join(map(str, config.cutoffs))}: {where} has {size:,} words, and every "
+            raise ValueError(f"cutoffs {','.join(map(str, config.cutoffs))}: {where} has {size:,} words, and every "
                              f"cutoff must be below that")
 
     def __init__(self, config, vocab: list[str], generator=None) -> None:

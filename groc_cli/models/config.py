@@ -1,15 +1,27 @@
-"""Model configuration shared by every output-layer kind.
+"""Model settings: what every language model has (``ModelConfig``), and each output layer's own.
 
-Every field has a default so that ``ModelConfig(**json.load(f))`` round-trips the
-``dataclasses.asdict`` of a config written by an earlier stage.
+A kind with settings of its own declares them in a subclass of ``ModelConfig`` and registers it
+with its layer (``register_output_layer("adaptive", config=AdaptiveConfig)``), as fairseq's
+models each own their dataclass. Settings that several kinds share are declared once, in a
+mixin here: the character encoder's (groc, convolutional) and the residual output network's
+(deep-residual, groc). ``ModelConfig(output=KIND, ...)`` builds KIND's class (as ``Path(...)``
+builds a ``PosixPath``), and refuses a setting of another kind:
+
+    ModelConfig(output="adaptive", cutoffs=[2000, 7000])   # an AdaptiveConfig
+    ModelConfig(output="tied", cutoffs=[2000, 7000])       # ValueError: cutoffs is a setting of adaptive
+
+Every field has a default, so ``ModelConfig.from_dict(json.load(f))`` round-trips the
+``to_dict()`` of a config written by an earlier stage; runs written before the kinds had their
+own settings hold every kind's fields, and those of other kinds are dropped when read.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import dataclasses
+from dataclasses import asdict, dataclass
 
-from ..settings import check_fields, setting
-from .registry import KINDS
+from ..settings import all_fields, check_fields, setting
+from .registry import KINDS, config_of, output_kinds
 
 ACTIVATIONS = ("relu", "selu", "tanh")
 
@@ -29,10 +41,27 @@ def parse_cutoffs(text: str) -> list[int]:
         raise ValueError(f"expected increasing integers like 2000,7000 or 2k,7k, got {text!r}") from None
 
 
+def _char_filters(value) -> list[tuple[int, int]]:
+    # JSON turns tuples into lists; normalise so configs compare equal after a round trip.
+    pairs = [(int(w), int(n)) for w, n in value]
+    if not pairs or any(w < 1 or n < 1 for w, n in pairs):
+        raise ValueError(f"must be non-empty (width, count) pairs >= 1, got {pairs}")
+    return pairs
+
+
+def _cutoffs(value) -> list[int]:
+    cuts = [int(c) for c in value]
+    if any(c < 1 for c in cuts) or sorted(set(cuts)) != cuts:
+        raise ValueError(f"must be strictly increasing positive ints, got {cuts}")
+    return cuts
+
+
 @dataclass
 class ModelConfig:
-    """Hyperparameters of the prefix LSTM and the output layer (paper Tables 7-8). Each field is
-    one setting: its flag, help and bounds are generated from it (groc_cli/settings.py)."""
+    """Hyperparameters every language model has: the prefix LSTM (paper Table 7 and B.1), the output
+    layer's kind, its output dropout and the initialisation. Each field is one setting: its flag,
+    help and bounds are generated from it (groc_cli/settings.py). A kind's own settings are fields
+    of its subclass (``config_class(kind)``)."""
 
     output: str = setting("tied", "Output layer.", flag="--output-layer", choices=KINDS)
     emb: int = setting(300, "Embedding size (paper: 300 PTB, 256 WikiText-2).", low=1)
@@ -46,67 +75,157 @@ class ModelConfig:
                                           "last layer.", low=0, high=1, high_open=True)
     out_dropout: float = setting(0.0, "Variational dropout on output embeddings (Table 7 r).", low=0, high=1,
                                  high_open=True)
-    out_depth: int = setting(1, "Residual output network depth k (deep-residual, groc).", low=0, high=4)
-    out_activation: str = setting("relu", "Activation of the output network and the GroC bias.",
-                                 choices=ACTIVATIONS)
-    projection_reg: float = setting(0.0, "tied: λ of a d×d projection penalised by λ‖P‖² (Press & Wolf).", low=0)
-    cutoffs: list[int] | None = setting(None, "adaptive: bin edges, e.g. 2000,7000 (default: 0.2n,0.7n as in Table 7's "
-                                        "'253').", parse=parse_cutoffs)
-    adaptive_div: float = setting(4.0, "adaptive: capacity divisor per bin.", low=1)
-    correction: int = setting(128, "convolutional: per-word linear correction size (Table 7 cor).", low=0)
-    relations: bool = setting(True, "groc: relational encoding (ablation, Table 3).")
-    definitions: bool = setting(True, "groc: definitional encoding (ablation, Table 3).")
-    max_relations: int = setting(3, "groc: relations read per word (paper B.1: 3).", low=0, cli=False)
-    max_definition_words: int = setting(10, "groc: definition words read per word (paper B.1: 10).", low=0, cli=False)
-    char_emb: int = setting(16, "Character embedding size of the char-CNN.", low=1, cli=False)
-    char_filters: list[tuple[int, int]] = setting(help="Char-CNN (width, filters) pairs.", cli=False,
-                                                  default_factory=_default_char_filters)
-    char_init: str = setting("uniform", "Initialisation of the char-CNN (groc, convolutional): 'uniform' (byte "
-                             "embeddings in ±--init-range, paper B.1; PyTorch's bounds for the convolution and "
-                             "highway), 'normal' (byte embeddings N(0, 1)), or 'authors' (the authors' code: byte "
-                             "embeddings N(0, 1), convolution, highway and projection weights in ±0.1, no "
-                             "projection bias; docs/reproduction.md, fidelity).", choices=("uniform", "normal", "authors"))
-    bias_activation: str | None = setting(None, "groc: activation of the composed bias b_v = act(w·e_v + a) "
-                                          "(default: --out-activation; authors' code: tanh).", choices=ACTIVATIONS)
-    bias_dropout: float = setting(0.0, "groc: dropout on the composed bias's input e_v (authors' code: 0.2).",
-                                  low=0, high=1, high_open=True)
-    highway_layers: int = setting(1, "Highway layers after the char-CNN (groc, convolutional).", low=0)
-    char_activation: str = setting("tanh", "Activation after the char-CNN's max-pool (groc, convolutional; "
-                                   "authors' code: selu).", choices=ACTIVATIONS)
-    highway_activation: str = setting("relu", "Activation of the highway layers' transform (groc, convolutional; "
-                                      "authors' code: selu).", choices=ACTIVATIONS)
-    combine: str = setting("concat", "groc: how the surface, relational and definitional encodings make e_x: "
-                           "'concat', W [c; r; d] + b (paper Sec. 3.1, a 3f x d projection), or 'add', W (c + r + d) "
-                           "+ b (the authors' code's default, an f x d projection).", choices=("concat", "add"))
-    max_word_chars: int = setting(20, "Characters of a word the char-CNN reads.", low=1, cli=False)
     init_range: float = setting(0.05, "Uniform initialisation range (paper: 0.05).", low=0)
-    update_prob: float = setting(1.0, "groc: probability a step updates output-embedding parameters (paper B.4).",
-                                 low=0, high=1)
-    compose_chunk: int = setting(16384, "Strings per chunk when composing without autograd.", low=1, cli=False)
+
+    #: The setting that picks the subclass (commands/_settings.resolve builds ``class_for`` it).
+    KIND_SETTING = "output"
+
+    def __new__(cls, *args, **values):
+        if cls is ModelConfig and not args:
+            cls = ModelConfig.class_for(values.get("output"))
+            _check_names(cls, values.get("output", "tied"), values)
+        return super().__new__(cls)
+
+    def __getnewargs_ex__(self):
+        # copy and pickle rebuild a config through __new__: keep its class.
+        return (), {"output": self.output}
 
     def __post_init__(self) -> None:
-        # JSON turns tuples into lists; normalise so configs compare equal after a round trip.
-        self.char_filters = [(int(w), int(n)) for w, n in self.char_filters]
-        if self.cutoffs is not None:
-            self.cutoffs = [int(c) for c in self.cutoffs]
         self.validate()
 
     def validate(self) -> None:
         check_fields(self)
-        if not self.char_filters or any(w < 1 or n < 1 for w, n in self.char_filters):
-            raise ValueError(f"char_filters must be non-empty (width, count) pairs >= 1, got {self.char_filters}")
-        if self.cutoffs is not None and (
-            any(c < 1 for c in self.cutoffs) or sorted(set(self.cutoffs)) != self.cutoffs
-        ):
-            raise ValueError(f"cutoffs must be strictly increasing positive ints, got {self.cutoffs}")
+        if self.output in KINDS and type(self) is not config_class(self.output):
+            raise ValueError(f"output {self.output!r} has the settings {config_class(self.output).__name__}, not "
+                             f"{type(self).__name__}: build it with ModelConfig(output={self.output!r}, ...)")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
+        """The config of ``data["output"]``'s kind. Fields of other kinds are dropped (a run written
+        before each kind had its own settings holds them all); a name no kind has is a ValueError."""
+        target = ModelConfig.class_for(data.get("output"))
+        known = {f.name for f in dataclasses.fields(target)}
+        unknown = sorted(set(data) - known - {f.name for f in model_fields()})
         if unknown:
             raise ValueError(f"unknown model config fields: {', '.join(unknown)}")
-        return cls(**data)
+        return ModelConfig(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def class_for(cls, kind: str | None) -> type:
+        """The settings class of ``kind`` (the default kind's for None; ModelConfig for an unknown kind,
+        which then fails ``output``'s choices)."""
+        kind = "tied" if kind is None else kind
+        return config_class(kind) if kind in KINDS else ModelConfig
+
+    @classmethod
+    def settings_classes(cls) -> list[type]:
+        """ModelConfig and each registered kind's class: the command line offers all their fields."""
+        return list(dict.fromkeys([ModelConfig, *(config_class(k) for k in output_kinds())]))
+
+    @classmethod
+    def setting_scope(cls, name: str) -> str | None:
+        """The kinds a setting belongs to ("deep-residual, groc"), or None for every kind's."""
+        if name in {f.name for f in dataclasses.fields(ModelConfig)}:
+            return None
+        return ", ".join(kinds_with(name)) or None
+
+
+def config_class(kind: str) -> type:
+    """The settings class of output layer ``kind`` (``ModelConfig`` for a kind with none of its own)."""
+    return config_of(kind) or ModelConfig
+
+
+def kinds_with(name: str) -> list[str]:
+    """The registered kinds that have setting ``name``."""
+    return [k for k in output_kinds() if name in {f.name for f in dataclasses.fields(config_class(k))}]
+
+
+def model_fields() -> list[dataclasses.Field]:
+    """Every model setting of every registered kind, once each (ModelConfig's first)."""
+    return all_fields(ModelConfig)
+
+
+def _check_names(cls: type, kind: str, values: dict) -> None:
+    known = {f.name for f in dataclasses.fields(cls)}
+    for name in values:
+        if name not in known:
+            owners = kinds_with(name)
+            if owners:
+                raise ValueError(f"{name} is a setting of output {', '.join(owners)}, not of {kind}")
+            raise ValueError(f"unknown model setting {name!r}")
+
+
+# -- settings that several kinds share, declared once --------------------------------------------
+
+@dataclass
+class ResidualOutputSettings:
+    """The depth-k residual output network (paper Eq. 4): deep-residual and groc."""
+
+    out_depth: int = setting(1, "Residual output network depth k.", low=0, high=4)
+    out_activation: str = setting("relu", "Activation of the output network (and GroC's bias).", choices=ACTIVATIONS)
+
+
+@dataclass
+class CharEncoderSettings:
+    """The character encoder (char-CNN + highway, ``chars.py``): groc and convolutional."""
+
+    char_emb: int = setting(16, "Character embedding size of the char-CNN.", low=1, cli=False)
+    char_filters: list[tuple[int, int]] = setting(help="Char-CNN (width, filters) pairs.", cli=False,
+                                                  default_factory=_default_char_filters, check=_char_filters)
+    char_init: str = setting("uniform", "Initialisation of the char-CNN: 'uniform' (byte embeddings in "
+                             "±--init-range, paper B.1; PyTorch's bounds for the convolution and highway), 'normal' "
+                             "(byte embeddings N(0, 1)), or 'authors' (the authors' code: byte embeddings N(0, 1), "
+                             "convolution, highway and projection weights in ±0.1, no projection bias; "
+                             "docs/reproduction.md, fidelity).", choices=("uniform", "normal", "authors"))
+    highway_layers: int = setting(1, "Highway layers after the char-CNN.", low=0)
+    char_activation: str = setting("tanh", "Activation after the char-CNN's max-pool (authors' code: selu).",
+                                   choices=ACTIVATIONS)
+    highway_activation: str = setting("relu", "Activation of the highway layers' transform (authors' code: selu).",
+                                      choices=ACTIVATIONS)
+    max_word_chars: int = setting(20, "Characters of a word the char-CNN reads.", low=1, cli=False)
+    compose_chunk: int = setting(16384, "Strings per chunk when composing without autograd.", low=1, cli=False)
+
+
+# The built-in kinds' own settings. Each is registered with its layer (tables.py, adaptive.py,
+# convolutional.py, groc.py); they live here, beside the mixins, so that the settings import no torch.
+
+@dataclass
+class TiedConfig(ModelConfig):
+    projection_reg: float = setting(0.0, "λ of a d×d projection penalised by λ‖P‖² (Press & Wolf).", low=0)
+
+
+@dataclass
+class DeepResidualConfig(ResidualOutputSettings, ModelConfig):
+    pass
+
+
+@dataclass
+class AdaptiveConfig(ModelConfig):
+    cutoffs: list[int] | None = setting(None, "Bin edges, e.g. 2000,7000 (default: 0.2n,0.7n as in Table 7's '253').",
+                                        parse=parse_cutoffs, check=_cutoffs)
+    adaptive_div: float = setting(4.0, "Capacity divisor per bin.", low=1)
+
+
+@dataclass
+class ConvolutionalConfig(CharEncoderSettings, ModelConfig):
+    correction: int = setting(128, "Per-word linear correction size (Table 7 cor).", low=0)
+
+
+@dataclass
+class GroCConfig(CharEncoderSettings, ResidualOutputSettings, ModelConfig):
+    relations: bool = setting(True, "Relational encoding (ablation, Table 3).")
+    definitions: bool = setting(True, "Definitional encoding (ablation, Table 3).")
+    max_relations: int = setting(3, "Relations read per word (paper B.1: 3).", low=0, cli=False)
+    max_definition_words: int = setting(10, "Definition words read per word (paper B.1: 10).", low=0, cli=False)
+    bias_activation: str | None = setting(None, "Activation of the composed bias b_v = act(w·e_v + a) (default: "
+                                          "--out-activation; authors' code: tanh).", choices=ACTIVATIONS)
+    bias_dropout: float = setting(0.0, "Dropout on the composed bias's input e_v (authors' code: 0.2).",
+                                  low=0, high=1, high_open=True)
+    combine: str = setting("concat", "How the surface, relational and definitional encodings make e_x: 'concat', "
+                           "W [c; r; d] + b (paper Sec. 3.1, a 3f x d projection), or 'add', W (c + r + d) + b (the "
+                           "authors' code's default, an f x d projection).", choices=("concat", "add"))
+    update_prob: float = setting(1.0, "Probability a step updates output-embedding parameters (paper B.4).",
+                                 low=0, high=1)

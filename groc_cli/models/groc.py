@@ -29,13 +29,14 @@ from torch import nn
 
 from .chars import PlanCache, StringTable, csr_rows, encode_strings
 from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, char_encoder, init_char_encoder, uniform_
+from .config import GroCConfig
 from .lexicon import Lexicon
 from .registry import register_output_layer
 
 _TABLE_KEYS = ("chars", "lengths", "rel_offsets", "rel_indices", "def_offsets", "def_indices")
 
 
-@register_output_layer("groc")
+@register_output_layer("groc", config=GroCConfig)
 class GroCOutput(OutputLayer):
     # Reads the lexicon; composes rows of any string; update_prob < 1 composes sparsely (B.4).
     needs_lexicon = True

@@ -73,11 +73,11 @@ class LanguageModel(nn.Module):
     # -- composition ------------------------------------------------------------------
     def sample_update(self, generator: torch.Generator | None = None) -> bool:
         """Whether this training step composes with autograd (paper B.4): always for
-        layers without ``sparse_updates``; with probability ``update_prob`` for those with
-        it (GroC)."""
-        p = self.config.update_prob
-        if not self.output_layer.sparse_updates or p >= 1.0:
+        layers without ``sparse_updates``; with probability ``update_prob`` (a setting every
+        such layer's config has) for those with it (GroC)."""
+        if not self.output_layer.sparse_updates or self.config.update_prob >= 1.0:
             return True
+        p = self.config.update_prob
         return bool(torch.rand((), generator=generator) < p)
 
     def compose(self, grad: bool = True) -> Composed:

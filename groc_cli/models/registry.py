@@ -9,8 +9,8 @@ names it serves and declares, as class attributes, what it needs and what it can
 
 Training and evaluation ask the registry (``output_layer_class(config.output).needs_lexicon``)
 instead of comparing the kind's name, so a new output layer is one module under ``models/``
-(imported by ``models/__init__.py``) and its settings in ``ModelConfig``; see
-docs/extending.md. The capabilities and their defaults are documented on ``OutputLayer``
+(imported by ``models/__init__.py``) with its settings as a ``ModelConfig`` subclass, registered
+with it (``config=``); see docs/extending.md. The capabilities and their defaults are documented on ``OutputLayer``
 (``common.py``).
 
 This module imports nothing, so that ``config.py`` can take ``--output-layer``'s choices from it
@@ -23,14 +23,21 @@ from collections.abc import Sequence
 
 # kind -> layer class, in the order the kinds were registered (the order of --output-layer's choices).
 _LAYERS: dict[str, type] = {}
+# kind -> its settings class (a ModelConfig subclass), for kinds that have settings of their own.
+_CONFIGS: dict[str, type] = {}
 
 
-def register_output_layer(*kinds: str):
+def register_output_layer(*kinds: str, config: type | dict[str, type] | None = None):
     """Class decorator: the decorated ``OutputLayer`` subclass serves ``--output-layer KIND`` for each
     of ``kinds`` (one class may serve several, as ``TableOutput`` does lookup, tied, bilinear and
-    deep-residual). A kind already taken by another class is a ValueError."""
+    deep-residual). ``config`` is the kinds' settings class (a ``ModelConfig`` subclass), or one per
+    kind by name; a kind without one has ``ModelConfig``'s settings only. A kind already taken by
+    another class is a ValueError."""
     if not kinds or not all(isinstance(k, str) and k for k in kinds):
         raise ValueError("register_output_layer needs one or more non-empty kind names")
+    configs = config if isinstance(config, dict) else {kind: config for kind in kinds if config is not None}
+    if set(configs) - set(kinds):
+        raise ValueError(f"config names kinds this layer does not serve: {', '.join(sorted(set(configs) - set(kinds)))}")
 
     def decorate(cls: type) -> type:
         for kind in kinds:
@@ -38,9 +45,16 @@ def register_output_layer(*kinds: str):
                 raise ValueError(f"output layer {kind!r} is already registered by {_LAYERS[kind].__qualname__}")
         for kind in kinds:
             _LAYERS[kind] = cls
+            _CONFIGS.pop(kind, None)
+        _CONFIGS.update(configs)
         return cls
 
     return decorate
+
+
+def config_of(kind: str) -> type | None:
+    """The settings class registered for ``kind`` (None: the kind has ModelConfig's settings only)."""
+    return _CONFIGS.get(kind)
 
 
 def output_layer_class(kind: str) -> type:

@@ -31,10 +31,12 @@ from .common import (
     uniform_,
     variational_dropout,
 )
+from .config import DeepResidualConfig, TiedConfig
 from .registry import register_output_layer
 
 
-@register_output_layer("lookup", "tied", "bilinear", "deep-residual")
+@register_output_layer("lookup", "tied", "bilinear", "deep-residual",
+                       config={"tied": TiedConfig, "deep-residual": DeepResidualConfig})
 class TableOutput(OutputLayer):
     """Per-word tables, one class for four kinds (``config.output`` picks the output side)."""
 

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from ..version import __version__
 from ..artifacts import check_destination, disk_full, output_lock, read_metadata, replace_path, sha256_file, write_json
 from ..console import log
-from ..errors import GrocError
+from ..errors import GrocError, SettingError
 from ..models import Lexicon, ModelConfig, build_model, output_layer_class
 from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..text.dataset import open_dataset
@@ -95,11 +95,11 @@ def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, d
     else:
         check_new_run_dir(run_dir, force, rank, inputs=(dataset_dir, lexicon_path))
     vocab = dataset.vocab
-    try:  # a setting that cannot serve this vocabulary (adaptive's --cutoffs)
+    try:  # a setting that cannot serve this vocabulary (adaptive's cutoffs)
         layer = output_layer_class(model_config.output)
         layer.check_vocab_size(model_config, len(vocab), f"the vocabulary of {dataset_dir}")
     except ValueError as exc:
-        raise GrocError(str(exc)) from None
+        raise SettingError(str(exc)) from None
     lexicon = check_lexicon(lexicon_path, vocab, model_config.output)
     train = model_ids(vocab, dataset, "train")
     counts = token_counts(train, len(vocab))

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from groc_cli.models import KINDS, LanguageModel, Lexicon, ModelConfig, build_model
+from groc_cli.models import KINDS, LanguageModel, Lexicon, ModelConfig, build_model, config_class
 from groc_cli.models.chars import encode_strings
 
 VOCAB = ["<unk>", "<eos>", "the", "a", "cat", "dog", "sat", "on", "mat", "ran", "big", "small", "house", "tree"]
@@ -31,7 +31,8 @@ def tiny_config(kind: str, **kw) -> ModelConfig:
         correction=4,
     )
     base.update(kw)
-    return ModelConfig(**base)
+    own = {f.name for f in dataclasses.fields(config_class(kind))}  # each kind takes its own settings only
+    return ModelConfig(**{k: v for k, v in base.items() if k in own or k in kw})
 
 
 def make(kind: str, vocab=VOCAB, seed: int = 0, **kw) -> LanguageModel:
@@ -203,7 +204,9 @@ def test_update_prob_is_seeded():
     model = make("groc", update_prob=0.3)
     draws = [[model.sample_update(torch.Generator().manual_seed(7 + i)) for i in range(50)] for _ in range(2)]
     assert draws[0] == draws[1] and 5 <= sum(draws[0]) <= 30
-    assert all(make("tied", update_prob=0.3).sample_update() for _ in range(5))
+    assert all(make("tied").sample_update() for _ in range(5))  # a layer without sparse updates: every step
+    with pytest.raises(ValueError, match="update_prob is a setting of output groc, not of tied"):
+        make("tied", update_prob=0.3)
 
 
 def test_sparse_step_input_embeddings_match_full_composition():
@@ -266,10 +269,11 @@ def test_eval_composition_is_cached_until_parameters_change():
         assert model.compose(grad=False) is not a
 
 
-def test_config_json_round_trip():
-    config = tiny_config("groc", cutoffs=[3, 7])
+@pytest.mark.parametrize("kind,kw", [("groc", {}), ("adaptive", {"cutoffs": [3, 7]})])
+def test_config_json_round_trip(kind, kw):
+    config = tiny_config(kind, **kw)  # groc's char_filters are tuples, which JSON makes lists
     again = ModelConfig.from_dict(json.loads(json.dumps(dataclasses.asdict(config))))
-    assert again == config
+    assert again == config and type(again) is type(config)
     with pytest.raises(ValueError, match="output"):
         ModelConfig(output="nope")
 
@@ -389,7 +393,7 @@ def test_char_encoding_independent_of_batch_padding():
 def test_output_layers_under_bf16_autocast(kind):
     # CPU oneDNN has no bf16 LSTM on every machine, so the prefix LSTM stays out of
     # this check; on CUDA the whole forward runs under autocast.
-    model = make(kind, projection_reg=0.1 if kind == "tied" else 0.0)
+    model = make(kind, **({"projection_reg": 0.1} if kind == "tied" else {}))
     ids = torch.randint(0, len(VOCAB), (4, 2))
     hidden = torch.randn(8, 16, requires_grad=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
