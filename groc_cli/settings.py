@@ -86,14 +86,17 @@ def _range(m: dict) -> str:
 
 
 def all_fields(cls: type) -> list[dataclasses.Field]:
-    """The settings of ``cls``: its fields, or, for a class with subclasses of its own per kind
-    (``ModelConfig.settings_classes()``), every one of theirs once."""
-    if not hasattr(cls, "settings_classes"):
-        return list(dataclasses.fields(cls))
+    """The settings (fields declared with `setting`) of ``cls``, or, for a class whose settings are
+    spread over several (``settings_classes()``: ModelConfig's kinds, EvalSettings' caches), of
+    each of those once; a name two of them declare differently is a TypeError."""
+    classes = cls.settings_classes() if hasattr(cls, "settings_classes") else [cls]
     seen: dict[str, dataclasses.Field] = {}
-    for c in cls.settings_classes():
+    for c in classes:
         for f in dataclasses.fields(c):
-            if seen.setdefault(f.name, f) is not f:  # one setting, one declaration (a mixin both inherit)
+            if not meta(f):
+                continue
+            first = seen.setdefault(f.name, f)
+            if first is not f and (default_of(first), meta(first)) != (default_of(f), meta(f)):
                 raise TypeError(f"{c.__name__} declares the setting {f.name!r} again; declare it once, in a "
                                 "mixin that the classes sharing it inherit")
     return list(seen.values())
@@ -185,5 +188,7 @@ def _typed(hint: Any, value: Any) -> Any:
             return value
         if base is list and isinstance(value, tuple):
             return list(value)
+        if base is Path and isinstance(value, (str, Path)):
+            return Path(value)
     wanted = " or ".join(getattr(typing.get_origin(o) or o, "__name__", str(o)) for o in options)
     raise ValueError(f"expected {wanted}, got {value!r}")

@@ -129,3 +129,58 @@ def test_every_flag_an_error_names_exists():
                         for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*", node.value):
                             named[flag] = f"{path.name}:{node.lineno}"
     assert {flag: where for flag, where in named.items() if flag not in options} == {}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--cutoffs", "2k,7k"], "--cutoffs is a setting of --output-layer adaptive, not of tied"),
+    (["--output-layer", "groc", "--correction", "4"], "--correction is a setting of --output-layer convolutional, not of groc"),
+    (["correction=4"], "override 'correction=4': correction is a setting of --output-layer convolutional, not of tied"),
+    (["--output-layer", "adaptive", "--out-depth", "2"], "--out-depth is a setting of --output-layer deep-residual, groc, "
+                                                         "not of adaptive"),
+])
+def test_a_setting_of_another_output_layer_is_refused(data, tmp_path, args, message):
+    r = run_groc("train", data, "-o", tmp_path / "r", *TINY, *args)
+    lines = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and message in lines[0], lines
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_config_file_of_another_output_layer_is_refused(data, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("[model]\noutput = 'tied'\nrelations = false\n")
+    r = run_groc("train", data, "-o", tmp_path / "r", *TINY, "--config", config)
+    assert r.returncode == 2 and f"--config {config}: relations is a setting of --output-layer groc, not of tied" \
+        in r.stderr.decode()
+
+
+def test_a_run_written_with_every_kinds_settings_still_loads_and_reruns(data, tmp_path):
+    # Runs written before each output layer had its own settings hold every kind's fields in config.json.
+    first = train_json(data, "-o", tmp_path / "a", *TINY, "--max-epochs", "1")
+    before = json.loads(run_groc("eval", tmp_path / "a", data, "--split", "valid", check=True).stdout)
+    path = tmp_path / "a" / "config.json"
+    saved = json.loads(path.read_text())
+    assert "cutoffs" not in saved["model"] and "projection_reg" in saved["model"]  # tied's own, no other kind's
+    saved["model"].update(cutoffs=None, adaptive_div=4.0, correction=128, relations=True, update_prob=1.0)
+    path.write_text(json.dumps(saved))
+    scored = json.loads(run_groc("eval", tmp_path / "a", data, "--split", "valid", check=True).stdout)
+    assert scored["perplexity"] == before["perplexity"]
+    again = train_json(data, "-o", tmp_path / "b", "--config", path)
+    assert again["best_valid_ppl"] == first["best_valid_ppl"]
+
+
+def test_eval_takes_a_config_file_and_overrides(data, tmp_path):
+    run_groc("train", data, "-o", tmp_path / "r", *TINY, "--max-tokens", "400", check=True)
+    config = tmp_path / "local.toml"
+    config.write_text('cache = "local"\ntheta = 0.5\ncache_size = 300\nsplit = "valid"\n')
+
+    def evaluate(*args):
+        return json.loads(run_groc("eval", tmp_path / "r", data, *map(str, args), check=True).stdout)
+
+    flags = evaluate("--split", "valid", "--cache", "local", "--theta", "0.5", "--cache-size", "300")
+    assert evaluate("--config", config)["perplexity"] == flags["perplexity"]
+    overridden = evaluate("--config", config, "--theta", "0.1", "cache_size=100")
+    assert overridden["settings"]["theta"] == 0.1 and overridden["settings"]["cache_size"] == 100
+    assert overridden["perplexity"] == evaluate("--split", "valid", "--cache", "local", "--theta", "0.1",
+                                                "--cache-size", "100")["perplexity"]
+    r = run_groc("eval", tmp_path / "r", data, "--config", config, "thet=3")
+    assert r.returncode == 2 and "override 'thet=3': unknown setting 'thet'" in r.stderr.decode()

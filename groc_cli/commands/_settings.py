@@ -93,7 +93,7 @@ OVERRIDES = typer.Argument(None, metavar="[KEY=VALUE]...", help="Override any se
 
 
 def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, overrides: list[str] | None,
-            fixed: tuple = ()) -> dict[str, Any]:
+            fixed: tuple = (), origin: dict[str, str] | None = None) -> dict[str, Any]:
     """Build each section's dataclass from its defaults, then the --config file, then the flags given
     on the command line, then KEY=VALUE overrides. `fixed` names sections the command does not let
     a file or override change (finetune keeps its model's settings).
@@ -101,10 +101,11 @@ def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, o
     A section whose class has a subclass per kind (ModelConfig: one per output layer) is built as
     its kind's class; a setting of another kind is refused when given (by a flag, a file or an
     override), except from a run's own config.json, whose other kinds' settings are dropped (a run
-    written before each kind had its own settings holds them all)."""
+    written before each kind had its own settings holds them all). ``origin``, when given, gets the
+    settings given by a flag, a file or an override, each with where it came from."""
     owner = {f.name: name for name, cls in sections.items() for f in S.all_fields(cls)}
     chosen: dict[str, dict] = {name: {} for name in sections}
-    origin: dict[str, str] = {}  # settings given by a flag, a file or an override: where from
+    origin = {} if origin is None else origin
     explicit = given(ctx)
 
     def put(key: str, value: Any, where: str, strict: bool = True) -> None:

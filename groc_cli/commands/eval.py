@@ -18,9 +18,9 @@ from ..caches import setting_fields
 from ..evaluation.grid import parse_grid
 from ..evaluation.perplexity import EvalSettings, evaluate
 from ..evaluation.settings import option_help
-from ..settings import cli_fields, hints, meta
+from ..settings import hints, meta
 from ._inputs import RECORD_JSON, THREADS, VERIFY
-from ._settings import option_parameter
+from ._settings import option_parameter, resolve
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -43,14 +43,22 @@ EPILOG = """[bold]Examples[/bold]
 
   groc eval runs/ptb-groc data/news14 --vocab union --lexicon data/news.lexicon.parquet --downweight-new 0.1
 
+  groc eval runs/ptb-tied data/ptb --config local-cache.toml theta=0.5
+
 Prints one JSON object on stdout (perplexity, tokens, oov_rate, vocab_size, settings, seconds, tokens_per_s;
 with --grid also "grid" (every setting with its perplexity) and "best"; "perplexity" is then the best one's).
 """
 
 
 def eval_command(
+    ctx: typer.Context,
     run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
     dataset: Path = typer.Argument(..., help="Dataset directory from 'groc prepare' (matched to the model by word strings)."),
+    overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]...", help="Override any setting, e.g. "
+                                                    "cache=local theta=0.5 split=valid (after the flags' values and the "
+                                                    "--config file's)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Settings from a JSON or TOML file (e.g. cache = "
+                                          "\"local\", theta = 0.5); flags and KEY=VALUE arguments override it."),
     split: Optional[str] = typer.Option(None, "--split", help="Split to evaluate: train, valid or test (default: test, "
                                         "or the split of --states)."),
     vocab: Optional[str] = typer.Option(None, "--vocab", help="model: closed vocabulary, unknown words -> <unk> (default, "
@@ -75,14 +83,15 @@ def eval_command(
                         "record); give a path, e.g. --per-token test.parquet")
     set_threads(threads)
     given = {name: value for name, value in (("split", split), ("vocab", vocab)) if value}
-    settings = EvalSettings(**given, **options)
+    origin: dict[str, str] = {}
+    settings = resolve(ctx, {"eval": EvalSettings}, {**given, **options}, config, overrides, origin=origin)["eval"]
     cache, grid = settings.cache, settings.grid
     with contextlib.ExitStack() as outputs:
         axes = _plot_axes(plot, grid, cache)
         if plot is not None:
             outputs.enter_context(claim_output(plot, force, "--plot", "file", inputs=(run_dir, dataset, states)))
         result = evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
-                          vocab_given=vocab is not None, split_given=split is not None, grid_out=grid_out, verify=verify)
+                          vocab_given="vocab" in origin, split_given="split" in origin, grid_out=grid_out, verify=verify)
         if plot is not None:
             from ..plots import heatmap
 
@@ -96,7 +105,7 @@ def eval_command(
 
 #: The options in --help order: eval_command's own parameters and EvalSettings' command-line
 #: settings by name; ... stands for the registered caches' settings (caches.setting_fields()).
-LAYOUT = ("run_dir", "dataset", "split", "vocab", "uniform_weight", "downweight_new", "cache", "cache_weight", ...,
+LAYOUT = ("ctx", "run_dir", "dataset", "overrides", "config", "split", "vocab", "uniform_weight", "downweight_new", "cache", "cache_weight", ...,
           "grid", "grid_out", "plot", "lexicon", "per_token", "states", "checkpoint", "chunk", "device", "force",
           "verify", "threads", "json_out")
 
@@ -107,7 +116,8 @@ def command():
     own = {name: p for name, p in inspect.signature(eval_command, eval_str=True).parameters.items()
            if p.kind is not inspect.Parameter.VAR_KEYWORD}
     helps = option_help()
-    general = {f.name: option_parameter(f, hints(EvalSettings)[f.name], helps.get(f.name)) for f in cli_fields(EvalSettings)}
+    general = {f.name: option_parameter(f, hints(EvalSettings)[f.name], helps.get(f.name))
+               for f in dataclasses.fields(EvalSettings) if meta(f).get("cli")}  # its own; the caches' below
     caches = [option_parameter(f, hints(owner)[f.name]) for f, owner in setting_fields() if meta(f).get("cli", True)]
     clash = sorted({p.name for p in caches} & ({*own, *general} | {f.name for f in dataclasses.fields(EvalSettings)}))
     if clash:

@@ -70,6 +70,12 @@ class EvalSettings:
         else:
             super().__setattr__(name, value)
 
+    @classmethod
+    def settings_classes(cls) -> list[type]:
+        """EvalSettings and each registered cache's Settings: every setting of groc eval
+        (``settings.all_fields``; a --config file or KEY=VALUE may name any)."""
+        return [cls, *(kind.Settings for kind in CACHE_KINDS.values())]
+
     def of(self, cls: type) -> Any:
         """The Settings of cache class ``cls`` (defaults for one registered after these settings)."""
         return cls.Settings(**{f.name: self.caches.get(f.name, default_of(f)) for f in dataclasses.fields(cls.Settings)})

@@ -5,6 +5,7 @@ docs/extending.md), and no kind names compared outside models/."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -18,6 +19,7 @@ from groc_cli.models import (KINDS, ModelConfig, OutputLayer, SoftmaxComposed, b
                              output_layer_class, register_output_layer)
 from groc_cli.models import registry
 from groc_cli.models.common import remap_rows, replace_parameter, uniform_
+from groc_cli.settings import setting
 
 PACKAGE = Path(__file__).resolve().parents[2] / "groc_cli"
 BUILT_IN = ("lookup", "tied", "bilinear", "deep-residual", "adaptive", "convolutional", "groc")
@@ -52,6 +54,13 @@ def test_a_kind_is_registered_once():
 
 # -- an eighth output layer, defined only in this test -------------------------------------------
 
+@dataclasses.dataclass
+class ScaledTiedConfig(ModelConfig):
+    """The layer's own setting, beside what every language model has."""
+
+    scale_reg: float = setting(1e-3, "scaled-tied: penalty λ·s² on the log-temperature s.", low=0)
+
+
 class ScaledTiedOutput(OutputLayer):
     """Tied embeddings with one learned temperature: logits = (h . E_v) * exp(s) + b_v."""
 
@@ -70,7 +79,7 @@ class ScaledTiedOutput(OutputLayer):
             return SoftmaxComposed(self.embedding * self.log_scale.exp(), self.bias, grad=grad)
 
     def regularization(self):
-        return 1e-3 * self.log_scale.pow(2)
+        return self.config.scale_reg * self.log_scale.pow(2)
 
     def set_vocab(self, words, counts=None, generator=None) -> None:
         for name in ("embedding", "bias"):
@@ -82,11 +91,12 @@ class ScaledTiedOutput(OutputLayer):
 @pytest.fixture
 def scaled_tied():
     """ScaledTiedOutput registered as --output-layer scaled-tied for one test."""
-    register_output_layer("scaled-tied")(ScaledTiedOutput)
+    register_output_layer("scaled-tied", config=ScaledTiedConfig)(ScaledTiedOutput)
     try:
         yield "scaled-tied"
     finally:
         registry._LAYERS.pop("scaled-tied", None)
+        registry._CONFIGS.pop("scaled-tied", None)
 
 
 def _sentences(rng: random.Random, words: list[str], n: int) -> list[list[str]]:
@@ -111,7 +121,10 @@ def test_a_new_output_layer_needs_nothing_in_training_or_evaluation(scaled_tied,
     from groc_cli.training.run import Run
 
     assert scaled_tied in KINDS and KINDS[-1] == scaled_tied
-    config = ModelConfig(output=scaled_tied, emb=8, hidden=12, dropout=0.1)
+    config = ModelConfig(output=scaled_tied, emb=8, hidden=12, dropout=0.1, scale_reg=0.01)
+    assert type(config) is ScaledTiedConfig and config.scale_reg == 0.01
+    with pytest.raises(ValueError, match="scale_reg is a setting of output scaled-tied, not of tied"):
+        ModelConfig(output="tied", scale_reg=0.01)
     words = "the a cat dog sat on mat ran big small house tree".split()
     data = _dataset(tmp_path, "data", words, ["zebra", "quokka"], seed=0)
     train = TrainConfig(batch_size=4, eval_batch_size=4, bptt=8, max_epochs=2, seed=3, log_every=1000)
@@ -119,7 +132,7 @@ def test_a_new_output_layer_needs_nothing_in_training_or_evaluation(scaled_tied,
     summary = train_new(data, tmp_path / "run", config, train, None, "cpu", False, False, None)
     assert summary["epochs"] == 2 and math.isfinite(summary["best_valid_ppl"])
     run = Run(tmp_path / "run")
-    assert run.model_config == config and run.read_lexicon() is None
+    assert run.model_config == config and run.read_lexicon() is None  # its own setting saved and read back
     model, vocab, _ = run.build("best")
     assert isinstance(model.output_layer, ScaledTiedOutput) and float(model.output_layer.log_scale.detach()) != 0.0
     assert set(model.state_dict()) == set(build_model(config, vocab).state_dict())
@@ -190,3 +203,43 @@ def test_the_scan_sees_each_form_of_comparison():
     assert sorted(_kind_comparisons(source, "probe")) == ["probe:1 compares with ['adaptive']",
                                                           "probe:1 compares with ['groc']",
                                                           "probe:4 compares with ['tied']"]
+
+
+def test_each_kind_has_its_own_settings():
+    from groc_cli.models import config_class
+
+    assert {k: config_class(k).__name__ for k in BUILT_IN} == {
+        "lookup": "ModelConfig", "tied": "TiedConfig", "bilinear": "ModelConfig",
+        "deep-residual": "DeepResidualConfig", "adaptive": "AdaptiveConfig", "convolutional": "ConvolutionalConfig",
+        "groc": "GroCConfig"}
+    shared = {f.name for f in dataclasses.fields(ModelConfig)}
+    own = {k: {f.name for f in dataclasses.fields(config_class(k))} - shared for k in BUILT_IN}
+    assert own["adaptive"] == {"cutoffs", "adaptive_div"} and own["tied"] == {"projection_reg"}
+    assert own["convolutional"] == {"correction"} | (own["groc"] & own["convolutional"])
+    assert {"char_filters", "char_init", "highway_layers"} <= own["groc"] & own["convolutional"]
+    assert own["deep-residual"] == {"out_depth", "out_activation"} <= own["groc"]
+    assert not own["lookup"] and not own["bilinear"]
+    assert ModelConfig(output="groc", relations=False).relations is False
+    for kind, name, value in (("tied", "cutoffs", [5]), ("adaptive", "relations", False), ("groc", "correction", 4),
+                              ("lookup", "out_depth", 2)):
+        with pytest.raises(ValueError, match=f"{name} is a setting of output"):
+            ModelConfig(output=kind, **{name: value})
+
+
+def test_a_setting_is_declared_once():
+    from groc_cli.settings import all_fields
+
+    @dataclasses.dataclass
+    class Again(ModelConfig):
+        cutoffs: list[int] | None = setting(None, "another declaration of adaptive's cutoffs")
+
+    class Layer(ScaledTiedOutput):
+        pass
+
+    register_output_layer("again", config=Again)(Layer)
+    try:
+        with pytest.raises(TypeError, match="declares the setting 'cutoffs' again"):
+            all_fields(ModelConfig)
+    finally:
+        registry._LAYERS.pop("again")
+        registry._CONFIGS.pop("again")
