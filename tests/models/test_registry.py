@@ -58,7 +58,7 @@ def test_a_kind_is_registered_once():
 class ScaledTiedConfig(ModelConfig):
     """The layer's own setting, beside what every language model has."""
 
-    scale_reg: float = setting(1e-3, "scaled-tied: penalty λ·s² on the log-temperature s.", low=0)
+    scale_reg: float = setting(1e-3, "Penalty λ·s² on the log-temperature s.", low=0)
 
 
 class ScaledTiedOutput(OutputLayer):
