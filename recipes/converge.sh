@@ -20,6 +20,8 @@
 #                 instead of the paper's concatenation and 3d x d projection
 #   groc-charcnn  GroC (authors' init) with the authors' char-CNN: widths 1-6 with 32-512 filters
 #                 (1,024), selu after the convolution and in the highway
+#   groc-sparse   GroC (authors' init) with sparse updates, update_prob 0.3 (the authors' README trains
+#                 with --char_update_ratio 0.3; the paper's Table 2 uses p = 1, B.4)
 # Each trains in its own one-thread process, JOBS (default 2) at a time. MINUTES (default 100)
 # bounds each run as a safeguard; a run it stops is reported as not converged, and so is one
 # that EPOCHS (default 100; e.g. EPOCHS=1 for a same-budget A/B of a slow variant) stops. Re-running skips
@@ -36,8 +38,8 @@ EPOCHS=${EPOCHS:-100}
 MODELS=${MODELS:-tied groc groc-uniform}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 for m in $MODELS; do
-  case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn) ;;
-    *) echo "$NAME: MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn, not '$m'" >&2; exit 2 ;; esac
+  case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn|groc-sparse) ;;
+    *) echo "$NAME: MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn groc-sparse, not '$m'" >&2; exit 2 ;; esac
 done
 case "$JOBS$MINUTES$EPOCHS" in *[!0-9]*) echo "$NAME: JOBS, MINUTES and EPOCHS must be whole numbers" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
@@ -66,6 +68,7 @@ model() {
     groc-charcnn) lex=(--lexicon "$OUT/lexicon.parquet")
       args=(--output-layer groc "${lex[@]}" char_init=authors char_activation=selu highway_activation=selu
             'char_filters=[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512]]') ;;
+    groc-sparse) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output-layer groc "${lex[@]}" char_init=authors update_prob=0.3) ;;
   esac
   train "$OUT/runs/$m" "$OUT/emma" "${MODEL[@]}" "${args[@]}"
   capture "$OUT/evals/$m-emma-closed.json" groc eval "$OUT/runs/$m" "$OUT/emma" --split test \

@@ -345,7 +345,8 @@ def quickstart(out: Path, seconds: int) -> None:
 
 CONVERGE_MODELS = {"tied": "tied", "groc": "GroC, authors' char-CNN init", "groc-uniform": "GroC, B.1 uniform init",
                    "tied-awd": "tied, authors' prefix dropouts", "groc-add": "GroC, forms added (authors' combine)",
-                   "groc-charcnn": "GroC, authors' 1,024-filter selu char-CNN"}
+                   "groc-charcnn": "GroC, authors' 1,024-filter selu char-CNN",
+                   "groc-sparse": "GroC, sparse updates (update_prob 0.3)"}
 
 
 def converge(out: Path, models: list[str], seconds: int) -> None:
