@@ -68,11 +68,14 @@ def wordnet_lexicon(vocab: list[str]) -> Lexicon:
 class Runner:
     """One kind's model, optimizer and data position; `step` trains one BPTT window."""
 
-    def __init__(self, kind, config, vocab, lexicon, data, args, device):
+    def __init__(self, kind, config, vocab, lexicon, data, args, device, compiled: bool = False):
         torch.manual_seed(1)
         self.kind = kind
         self.model = build_model(config, vocab, lexicon=lexicon if output_layer_class(kind).needs_lexicon else None).to(device)
         self.model.train()
+        if compiled:  # the prefix network and the output layer's composition, each one torch.compile'd callable
+            self.model.forward = torch.compile(self.model.forward)
+            self.model.output_layer.compose = torch.compile(self.model.output_layer.compose)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
         length = data.numel() // args.batch
         self.columns = data[: length * args.batch].view(args.batch, length).t().contiguous()
@@ -147,6 +150,9 @@ def main() -> None:
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--amp", action="store_true", help="bf16 autocast (CUDA only)")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
+    ap.add_argument("--compile", action="store_true", help="also run each kind with torch.compile (its forward and "
+                    "its output layer's composition; default inductor backend) as KIND+compile, in the same round-robin; "
+                    "compilation happens in the warmup steps, which are not timed")
     args = ap.parse_args()
 
     if args.threads:
@@ -180,6 +186,8 @@ def main() -> None:
         config = ModelConfig(output=kind, emb=args.emb, hidden=args.hidden, layers=args.layers,
                              **({} if p is None else {"update_prob": p}))
         runners[name] = Runner(kind, config, vocab, lexicon, data, args, device)
+        if args.compile:
+            runners[f"{name}+compile"] = Runner(kind, config, vocab, lexicon, data, args, device, compiled=True)
     # Round-robin over kinds, one step each: load from other processes on a shared
     # machine then hits every kind alike; the median step time drops stragglers.
     for step in range(args.warmup + args.steps):
@@ -193,12 +201,15 @@ def main() -> None:
         for r in results.values():
             r["step_time_vs_tied"] = round(r["seconds_per_step"] / base, 3)
             r["cpu_time_vs_tied"] = round(r["cpu_seconds_per_step"] / base_cpu, 3)
+    for name, r in results.items():  # compiled against eager, the same kind in the same process
+        if name.endswith("+compile"):
+            r["step_time_vs_eager"] = round(r["seconds_per_step"] / results[name[:-len("+compile")]]["seconds_per_step"], 3)
     print(json.dumps({
         "benchmark": "train_throughput",
         "settings": {
             "corpus": str(args.train), "vocab": len(vocab), "emb": args.emb, "hidden": args.hidden,
             "layers": args.layers, "batch": args.batch, "bptt": args.bptt, "optimizer": "Adam(1e-3)",
-            "clip": 0.1, "steps": args.steps, "warmup": args.warmup, "device": args.device,
+            "clip": 0.1, "steps": args.steps, "warmup": args.warmup, "device": args.device, "compile": args.compile,
             "threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
             "malloc_env": {k: os.environ.get(k) for k in MALLOC_ENV},
             "lexicon": str(args.lexicon) if args.lexicon else "wordnet (built in benchmark)" if lexicon else None,
