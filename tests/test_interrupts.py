@@ -70,3 +70,20 @@ def test_a_reader_that_stops_early_is_a_normal_end(big_text, jobs):
                             env={**os.environ, **TEST_ENV}, timeout=120)
     assert (result.returncode, result.stderr) == (0, b"")
     assert len(result.stdout.decode().splitlines()) == 5
+
+
+def test_a_worker_killed_alone_is_one_line_not_a_hang(big_text, tmp_path):
+    # One worker dies (the OOM killer, a stray kill -9) while the rest of groc goes on: the parent
+    # sees its pipe end at once, stops, and leaves no output (it used to be able to wait forever).
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "groc_cli", "tokenize", str(big_text), "-o", str(out), "-j", "2",
+                             "--errors", "replace"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, **TEST_ENV}, start_new_session=True, preexec_fn=default_signals)
+    wait_for(lambda: len(_busy_children(proc.pid)) >= 2, "two busy workers", proc)
+    workers = _busy_children(proc.pid)
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and err.decode().strip().splitlines() == [
+        "groc: error: a tokenizer worker process ended unexpectedly (exit status -9); run again, or with -j 1"]
+    assert not any(_alive(pid) for pid in workers)
+    assert list(tmp_path.iterdir()) == [] and leftovers(tmp_path) == []

@@ -6,10 +6,11 @@ tokenizer and lowercased it; sacremoses is the Python port of those rules.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import queue
 import signal
-from collections import deque
-from concurrent.futures import ProcessPoolExecutor
+import threading
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator
 
@@ -17,6 +18,7 @@ from ..errors import GrocError
 
 _TOKENIZER = None
 CHUNK_LINES = 500
+IN_FLIGHT = 2  # chunks per worker process: the next one is there when it finishes one
 
 
 @dataclass(frozen=True)
@@ -76,35 +78,103 @@ def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
-def _worker_start() -> None:
-    # Ctrl-C reaches the whole process group. The parent alone reports it, and its shutdown lets
-    # each worker finish the chunk it holds; a worker that raised KeyboardInterrupt would print a
-    # traceback of its own. SIGTERM keeps its default action, which ends a worker silently (the
-    # parent's handler, inherited through fork, would raise there too).
+def _worker(tasks, results, others, options: TokenizeOptions) -> None:
+    """A worker process: chunks of lines from `tasks`, their tokenization to `results`, until None
+    or the end of `tasks` (the parent went away)."""
+    # Ctrl-C reaches the whole process group: the parent alone reports it, and ends the workers.
+    # SIGTERM keeps its default action, which ends a worker silently (the parent's handler,
+    # inherited through fork, would raise there too).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for conn in others:  # the other workers' pipe ends, inherited through fork: theirs alone
+        conn.close()
+    # A thread takes each chunk off the pipe as it arrives, so that the parent's sends never wait
+    # for this process to finish a chunk (which would deadlock once it waits to send a result).
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    def receive() -> None:
+        while True:
+            try:
+                item = tasks.recv()
+            except EOFError:
+                item = None
+            inbox.put(item)
+            if item is None:
+                return
+
+    threading.Thread(target=receive, daemon=True).start()
+    while True:
+        lines = inbox.get()
+        if lines is None:
+            return
+        try:
+            out = (True, _tokenize_chunk((lines, options)))
+        except Exception as exc:  # a bug, not an input error: reported by the parent with its type
+            out = (False, f"{type(exc).__name__}: {exc}")
+        results.send(out)
 
 
 def tokenize_lines(lines: Iterable[str], options: TokenizeOptions, jobs: int = 1) -> Iterator[str]:
     """Tokenize lines in order; with jobs > 1, chunks go to worker processes and come back in order.
 
-    At most 2 * jobs chunks are in flight, so memory stays bounded when the reader of the
-    output is slower than the workers (Pool.imap queued every finished chunk). The workers run
-    under concurrent.futures, which notices a worker that died (say, of a SIGTERM sent to the
-    process group) where multiprocessing.Pool waits for it forever."""
+    Chunk i goes to worker i % jobs, each worker holding at most IN_FLIGHT chunks, so memory
+    stays bounded when the reader of the output is slower than the workers. Each worker has its own
+    pipes, and the parent keeps no copy of a worker's write end: a worker that dies (a SIGTERM sent
+    to the process group, the OOM killer) ends its result pipe, which the parent reads as EOF at
+    once. (concurrent.futures' ProcessPoolExecutor shares one result pipe whose writer the parent
+    holds: a worker killed in the middle of writing a result left the parent waiting forever for
+    the rest, on CPython 3.11, and multiprocessing.Pool waits forever for a dead worker.)"""
     if jobs <= 1:
         for line in lines:
             yield tokenize_line(line, options)
         return
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    executor = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_start)
+    workers: list[tuple] = []  # (process, task writer, result reader)
+    finished = False
     try:
-        pending: deque = deque()
+        for _ in range(jobs):
+            task_reader, task_writer = ctx.Pipe(duplex=False)
+            result_reader, result_writer = ctx.Pipe(duplex=False)
+            others = [conn for _, tw, rr in workers for conn in (tw, rr)]
+            process = ctx.Process(target=_worker, args=(task_reader, result_writer, others, options), daemon=True)
+            process.start()
+            task_reader.close()
+            result_writer.close()
+            workers.append((process, task_writer, result_reader))
+        pending = 0  # chunks sent whose results are not read yet, the oldest first in round-robin order
+        sent = 0
         for chunk in _chunks(lines, CHUNK_LINES):
-            pending.append(executor.submit(_tokenize_chunk, (chunk, options)))
-            if len(pending) >= 2 * jobs:
-                yield from pending.popleft().result()
+            if pending == IN_FLIGHT * jobs:
+                yield from _result(workers[(sent - pending) % jobs])
+                pending -= 1
+            workers[sent % jobs][1].send(chunk)
+            sent += 1
+            pending += 1
         while pending:
-            yield from pending.popleft().result()
+            yield from _result(workers[(sent - pending) % jobs])
+            pending -= 1
+        finished = True
     finally:
-        executor.shutdown(wait=True, cancel_futures=True)
+        for process, task_writer, result_reader in workers:
+            if finished:
+                with contextlib.suppress(OSError):
+                    task_writer.send(None)
+            elif process.is_alive():  # interrupted, failed, or the reader stopped early: no more results wanted
+                process.terminate()
+            task_writer.close()
+            result_reader.close()
+        for process, _, _ in workers:
+            process.join()
+
+
+def _result(worker: tuple) -> list[str]:
+    process, _, result_reader = worker
+    try:
+        ok, value = result_reader.recv()
+    except EOFError:
+        process.join()
+        raise GrocError(f"a tokenizer worker process ended unexpectedly (exit status {process.exitcode}); "
+                        "run again, or with -j 1") from None
+    if not ok:
+        raise RuntimeError(f"tokenizer worker: {value}")
+    return value
