@@ -7,7 +7,7 @@ convolution per filter width with max-pooling over positions, an activation
 highway layers (``highway_activation``: relu by default). The byte alphabet is fixed (256 + 3 symbols), so no
 parameter depends on the vocabulary.
 
-Default sizes (``ModelConfig``): 16-dim byte embeddings, 256 filters of widths 1-5
+Default sizes (``CharEncoderSettings`` in ``config.py``): 16-dim byte embeddings, 256 filters of widths 1-5
 (32, 32, 64, 64, 64) and one highway layer; c_x then has 256 dimensions and GroC's
 projection maps [c; r; d] (768) to d.
 
