@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,24 @@ def test_a_worker_killed_alone_is_one_line_not_a_hang(big_text, tmp_path):
         "groc: error: a tokenizer worker process ended unexpectedly (exit status -9); run again, or with -j 1"]
     assert not any(_alive(pid) for pid in workers)
     assert list(tmp_path.iterdir()) == [] and leftovers(tmp_path) == []
+
+
+def test_workers_end_when_groc_is_killed(big_text, tmp_path):
+    # kill -9 of groc alone (no group signal, no clean-up in groc): its workers see their task pipe
+    # end and exit, rather than staying behind as orphans.
+    proc = subprocess.Popen([sys.executable, "-m", "groc_cli", "tokenize", str(big_text), "-o", str(tmp_path / "out"),
+                             "-j", "2", "--errors", "replace"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **TEST_ENV}, start_new_session=True, preexec_fn=default_signals)
+    wait_for(lambda: len(_busy_children(proc.pid)) >= 2, "two busy workers", proc)
+    workers = _busy_children(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    try:
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in workers), "the workers outlived groc by 30 s"
+    finally:
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -86,7 +86,7 @@ def _worker(tasks, results, others, options: TokenizeOptions) -> None:
     # inherited through fork, would raise there too).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    for conn in others:  # the other workers' pipe ends, inherited through fork: theirs alone
+    for conn in others:  # the parent's pipe ends, inherited through fork: so that its exit is our EOF
         conn.close()
     # A thread takes each chunk off the pipe as it arrives, so that the parent's sends never wait
     # for this process to finish a chunk (which would deadlock once it waits to send a result).
@@ -135,7 +135,8 @@ def tokenize_lines(lines: Iterable[str], options: TokenizeOptions, jobs: int = 1
         for _ in range(jobs):
             task_reader, task_writer = ctx.Pipe(duplex=False)
             result_reader, result_writer = ctx.Pipe(duplex=False)
-            others = [conn for _, tw, rr in workers for conn in (tw, rr)]
+            # The parent's ends, which fork copies into the worker: its own and earlier workers'.
+            others = [conn for _, tw, rr in workers for conn in (tw, rr)] + [task_writer, result_reader]
             process = ctx.Process(target=_worker, args=(task_reader, result_writer, others, options), daemon=True)
             process.start()
             task_reader.close()
