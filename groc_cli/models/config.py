@@ -82,8 +82,9 @@ class ModelConfig:
 
     def __new__(cls, *args, **values):
         if cls is ModelConfig and not args:
-            cls = ModelConfig.class_for(values.get("output"))
-            _check_names(cls, values.get("output", "tied"), values)
+            kind = values.get("output", _default_kind())
+            cls = ModelConfig.class_for(kind)
+            _check_names(cls, kind, values)
         return super().__new__(cls)
 
     def __getnewargs_ex__(self):
@@ -108,7 +109,7 @@ class ModelConfig:
         before each kind had its own settings holds them all); a name no kind has is a ValueError."""
         target = ModelConfig.class_for(data.get("output"))
         known = {f.name for f in dataclasses.fields(target)}
-        unknown = sorted(set(data) - known - {f.name for f in model_fields()})
+        unknown = sorted(set(data) - known - {f.name for f in all_fields(ModelConfig)})
         if unknown:
             raise ValueError(f"unknown model config fields: {', '.join(unknown)}")
         return ModelConfig(**{k: v for k, v in data.items() if k in known})
@@ -117,7 +118,7 @@ class ModelConfig:
     def class_for(cls, kind: str | None) -> type:
         """The settings class of ``kind`` (the default kind's for None; ModelConfig for an unknown kind,
         which then fails ``output``'s choices)."""
-        kind = "tied" if kind is None else kind
+        kind = _default_kind() if kind is None else kind
         return config_class(kind) if kind in KINDS else ModelConfig
 
     @classmethod
@@ -143,9 +144,9 @@ def kinds_with(name: str) -> list[str]:
     return [k for k in output_kinds() if name in {f.name for f in dataclasses.fields(config_class(k))}]
 
 
-def model_fields() -> list[dataclasses.Field]:
-    """Every model setting of every registered kind, once each (ModelConfig's first)."""
-    return all_fields(ModelConfig)
+def _default_kind() -> str:
+    """``output``'s default, as its field declares it."""
+    return ModelConfig.__dataclass_fields__["output"].default
 
 
 def _check_names(cls: type, kind: str, values: dict) -> None:
