@@ -3,8 +3,8 @@
 A kind with settings of its own declares them in a subclass of ``ModelConfig`` and registers it
 with its layer (``register_output_layer("adaptive", config=AdaptiveConfig)``), as fairseq's
 models each own their dataclass. Settings that several kinds share are declared once, in a
-mixin here: the character encoder's (groc, convolutional) and the residual output network's
-(deep-residual, groc). ``ModelConfig(output=KIND, ...)`` builds KIND's class (as ``Path(...)``
+mixin here: the character encoder's (groc, convolutional), the residual output network's
+(deep-residual, groc) and the regularized projection's (lookup, tied). ``ModelConfig(output=KIND, ...)`` builds KIND's class (as ``Path(...)``
 builds a ``PosixPath``), and refuses a setting of another kind:
 
     ModelConfig(output="adaptive", cutoffs=[2000, 7000])   # an AdaptiveConfig
@@ -194,8 +194,22 @@ class CharEncoderSettings:
 # convolutional.py, groc.py); they live here, beside the mixins, so that the settings import no torch.
 
 @dataclass
-class TiedConfig(ModelConfig):
-    projection_reg: float = setting(0.0, "λ of a d×d projection penalised by λ‖P‖² (Press & Wolf).", low=0)
+class ProjectionSettings:
+    """Press & Wolf's projection regularization (Sec. 5): lookup and tied."""
+
+    projection_reg: float = setting(0.0, "λ of a d×d projection P before the output embedding, penalised by λ‖P‖² "
+                                    "added to the per-token mean loss (Press & Wolf; their code's strength at batch B "
+                                    "and BPTT T is 1/(13·B·T), docs/reproduction.md).", low=0)
+
+
+@dataclass
+class LookupConfig(ProjectionSettings, ModelConfig):
+    pass
+
+
+@dataclass
+class TiedConfig(ProjectionSettings, ModelConfig):
+    pass
 
 
 @dataclass

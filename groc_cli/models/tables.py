@@ -1,10 +1,10 @@
 """Output layers built on per-word tables: lookup, tied, bilinear, deep-residual.
 
 * lookup: separate input and output tables plus a per-word bias (Eq. 3).
-* tied: E_out = E_in (Inan et al., 2017; Press & Wolf, 2017). With
-  ``projection_reg > 0`` a d x d projection P is inserted before the output
-  embedding and penalised by lambda * ||P||^2 (Press & Wolf, Sec. 5); P starts at the
-  identity so the untrained model equals plain tying.
+* tied: E_out = E_in (Inan et al., 2017; Press & Wolf, 2017).
+* lookup and tied with ``projection_reg > 0``: a d x d projection P is inserted before
+  the output embedding and penalised by lambda * ||P||^2 (Press & Wolf, Sec. 5, "PR"); P
+  starts at the identity so the untrained model equals the one without it.
 * bilinear: E_out = E_in W (Gulordava et al., 2018).
 * deep-residual: E_out = g(E_in), the depth-k residual network with variational
   dropout between layers (Pappas & Henderson, 2019).
@@ -31,12 +31,12 @@ from .common import (
     uniform_,
     variational_dropout,
 )
-from .config import DeepResidualConfig, TiedConfig
+from .config import DeepResidualConfig, LookupConfig, TiedConfig
 from .registry import register_output_layer
 
 
 @register_output_layer("lookup", "tied", "bilinear", "deep-residual",
-                       config={"tied": TiedConfig, "deep-residual": DeepResidualConfig})
+                       config={"lookup": LookupConfig, "tied": TiedConfig, "deep-residual": DeepResidualConfig})
 class TableOutput(OutputLayer):
     """Per-word tables, one class for four kinds (``config.output`` picks the output side)."""
 
@@ -49,9 +49,9 @@ class TableOutput(OutputLayer):
         self.bias = nn.Parameter(uniform_(torch.empty(V), r, generator))
         if kind == "lookup":
             self.out_embedding = nn.Parameter(uniform_(torch.empty(V, d), r, generator))
-        elif kind == "tied" and config.projection_reg > 0:
+        if kind in ("lookup", "tied") and config.projection_reg > 0:
             self.projection = nn.Parameter(torch.eye(d))
-        elif kind == "bilinear":
+        if kind == "bilinear":
             self.bilinear = nn.Parameter(torch.eye(d) + uniform_(torch.empty(d, d), r, generator))
         elif kind == "deep-residual":
             self.net = ResidualOutputNet(d, config.out_depth, config.out_activation, config.out_dropout)
@@ -66,10 +66,8 @@ class TableOutput(OutputLayer):
         p, training = self.config.out_dropout, self.training
         hidden_fn = None
         with ctx:
-            if self.kind == "lookup":
-                weight = variational_dropout(self.out_embedding, p, training)
-            elif self.kind == "tied":
-                weight = variational_dropout(self.embedding, p, training)
+            if self.kind in ("lookup", "tied"):
+                weight = variational_dropout(self.out_embedding if self.kind == "lookup" else self.embedding, p, training)
                 if hasattr(self, "projection"):
                     projection = self.projection
                     hidden_fn = lambda h: h @ projection.to(h.dtype)  # noqa: E731

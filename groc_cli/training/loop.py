@@ -1,7 +1,10 @@
 """One training loop for every output layer (GUIDE: no copy-pasted loop per model).
 
 Paper B.1 defaults: Adam 1e-3, batch 20, BPTT 35, gradient-norm clip 0.1, learning rate
-x0.1 after 4 epochs without validation improvement, early stop after 8. Checkpoints carry
+x0.1 after 4 epochs without validation improvement, early stop after 8. Zaremba et al.'s
+(2014) schedule, which Press & Wolf's small models use, is settings too: plain SGD
+(``optimizer=sgd``) and a learning rate that follows the epoch count (``schedule=epochs``).
+Checkpoints carry
 the optimizer, the schedule, every RNG state, the carried hidden state and the data
 position, so `--resume` ends with the same weights and metrics as an uninterrupted run.
 
@@ -37,6 +40,8 @@ STEP_COLUMNS = (("step", pa.int64()), ("epoch", pa.int64()), ("tokens", pa.int64
                 ("objective", pa.float64()), ("lr", pa.float64()), ("grad_norm", pa.float64()),
                 ("tokens_per_s", pa.float64()), ("seconds", pa.float64()))
 STEPS_SCHEMA = pa.schema(STEP_COLUMNS)
+OPTIMIZERS = ("adam", "sgd")
+SCHEDULES = ("plateau", "epochs")
 
 
 @dataclass
@@ -44,19 +49,32 @@ class TrainConfig:
     """Optimisation, schedule and budget of a training run (paper B.1). Each field is one
     setting: its flag, help and bounds are generated from it (groc_cli/settings.py)."""
 
-    lr: float = setting(1e-3, "Adam learning rate (paper B.1: 1e-3).", low=0, low_open=True)
+    optimizer: str = setting("adam", "Optimizer: 'adam' (paper B.1) or 'sgd', plain SGD without momentum (Zaremba et al. "
+                             "2014; Press & Wolf's small models).", choices=OPTIMIZERS)
+    lr: float = setting(1e-3, "Learning rate (paper B.1: Adam 1e-3). The loss is a per-token mean: the SGD rate 1.0 of "
+                        "code that sums the loss over BPTT steps (Zaremba et al.'s) is --lr 1.0×BPTT here.",
+                        low=0, low_open=True)
     batch_size: int = setting(20, "Parallel streams per step (paper: 20).", low=1)
     eval_batch_size: int = setting(10, "Streams for validation.", low=1)
     bptt: int = setting(35, "Unrolled steps (paper: 35).", low=1)
-    clip: float = setting(0.1, "Gradient-norm clip (paper: 0.1; 0 disables).", low=0)
+    clip: float = setting(0.1, "Gradient-norm clip (paper: 0.1; 0 disables). Of the per-token mean loss's gradient: "
+                          "a clip c of a loss summed over BPTT steps is c/BPTT here.", low=0)
     max_epochs: int = setting(100, "Most epochs (early stopping usually ends sooner).", low=1)
-    lr_decay: float = setting(0.1, "Learning-rate factor after --lr-patience bad epochs.", low=0, high=1, low_open=True)
-    lr_patience: int = setting(4, "Epochs without validation improvement before decaying the learning rate (paper: 4).",
-                               low=1)
+    schedule: str = setting("plateau", "Learning-rate schedule: 'plateau' (paper B.1: × --lr-decay after --lr-patience "
+                            "epochs without validation improvement) or 'epochs' (Zaremba et al.: × --lr-decay after "
+                            "every epoch once --lr-decay-after epochs have passed).", choices=SCHEDULES)
+    lr_decay: float = setting(0.1, "Learning-rate factor of a decay (paper B.1: 0.1; Zaremba et al.'s small model: 0.5).",
+                              low=0, high=1, low_open=True)
+    lr_patience: int = setting(4, "plateau schedule: epochs without validation improvement before decaying the learning "
+                               "rate (paper: 4).", low=1)
+    lr_decay_after: int = setting(4, "epochs schedule: epochs before the decays start; the learning rate is multiplied "
+                                  "by --lr-decay at the end of each later epoch (Zaremba et al.'s code and the "
+                                  "TensorFlow tutorial: 4, so epochs 1-5 run at the full rate, epoch 6 at half).", low=0)
     patience: int = setting(8, "Epochs without validation improvement before stopping (paper: 8).", low=1)
     max_tokens: int | None = setting(None, "Stop after this many training tokens.", low=1)
     max_minutes: float | None = setting(None, "Stop after this many minutes of training.", low=0, low_open=True)
-    weight_decay: float = setting(0.0, "Adam's L2 penalty on every parameter (authors' code: 1.2e-6).", low=0)
+    weight_decay: float = setting(0.0, "The optimizer's L2 penalty on every parameter (authors' code, Adam: 1.2e-6).",
+                                  low=0)
     adam_eps: float = setting(1e-8, "Adam's epsilon (authors' code: 1e-9).", low=0, low_open=True)
     ar_alpha: float = setting(0.0, "Activation regularization α·mean(h²) on the last LSTM layer's dropped output "
                               "(Merity et al. 2018; authors' code: 2).", low=0)
@@ -71,11 +89,27 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        # A setting of the other optimizer or schedule would be silently ignored: refuse it.
+        for name, owner, chosen in (("adam_eps", "adam", self.optimizer), ("lr_patience", "plateau", self.schedule),
+                                    ("lr_decay_after", "epochs", self.schedule)):
+            if chosen != owner and getattr(self, name) != _DEFAULTS[name]:
+                which = "optimizer" if owner in OPTIMIZERS else "schedule"
+                raise ValueError(f"{name} is a setting of {which} {owner}, not of {chosen}")
+
+    def lr_after_epoch(self, epoch: int) -> float | None:
+        """The epochs schedule's learning rate for the epoch after ``epoch`` (1-based); None for plateau,
+        whose decays follow the validation perplexity."""
+        if self.schedule != "epochs":
+            return None
+        return self.lr * self.lr_decay ** max(0, epoch - self.lr_decay_after)
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrainConfig":
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
 
 class NonFiniteLoss(GrocError):
@@ -124,6 +158,12 @@ def evaluate_loss(model, columns: torch.Tensor, chunk: int = 256, amp: bool = Fa
     return total, count
 
 
+def make_optimizer(parameters, config: TrainConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(parameters, lr=config.lr, weight_decay=config.weight_decay)
+    return torch.optim.Adam(parameters, lr=config.lr, eps=config.adam_eps, weight_decay=config.weight_decay)
+
+
 def _autocast(device: torch.device, amp: bool):
     if amp and device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
@@ -140,8 +180,7 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.device = device
         self.rank, self.world = world()
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, eps=config.adam_eps,
-                                          weight_decay=config.weight_decay)
+        self.optimizer = make_optimizer(model.parameters(), config)
         self.update_gen = torch.Generator().manual_seed(config.seed + 7919)
         self.pos = Position()
         self.metrics: list[dict] = []
@@ -361,11 +400,14 @@ class Trainer:
         else:
             self.pos.bad_epochs += 1
             self.pos.lr_bad_epochs += 1
-            if self.pos.lr_bad_epochs >= cfg.lr_patience:
+            if cfg.schedule == "plateau" and self.pos.lr_bad_epochs >= cfg.lr_patience:
                 self._set_lr(self.lr * cfg.lr_decay)
                 self.pos.lr_bad_epochs = 0
             if self.pos.bad_epochs >= cfg.patience:
                 stop = "early-stopping"
+        scheduled = cfg.lr_after_epoch(self.pos.epoch)
+        if scheduled is not None:
+            self._set_lr(scheduled)
         if self.on_epoch is not None and self.rank == 0:
             self.on_epoch(row)
         self.pos.epoch += 1

@@ -209,16 +209,16 @@ def test_each_kind_has_its_own_settings():
     from groc_cli.models import config_class
 
     assert {k: config_class(k).__name__ for k in BUILT_IN} == {
-        "lookup": "ModelConfig", "tied": "TiedConfig", "bilinear": "ModelConfig",
+        "lookup": "LookupConfig", "tied": "TiedConfig", "bilinear": "ModelConfig",
         "deep-residual": "DeepResidualConfig", "adaptive": "AdaptiveConfig", "convolutional": "ConvolutionalConfig",
         "groc": "GroCConfig"}
     shared = {f.name for f in dataclasses.fields(ModelConfig)}
     own = {k: {f.name for f in dataclasses.fields(config_class(k))} - shared for k in BUILT_IN}
-    assert own["adaptive"] == {"cutoffs", "adaptive_div"} and own["tied"] == {"projection_reg"}
+    assert own["adaptive"] == {"cutoffs", "adaptive_div"} and own["tied"] == own["lookup"] == {"projection_reg"}
     assert own["convolutional"] == {"correction"} | (own["groc"] & own["convolutional"])
     assert {"char_filters", "char_init", "highway_layers"} <= own["groc"] & own["convolutional"]
     assert own["deep-residual"] == {"out_depth", "out_activation"} <= own["groc"]
-    assert not own["lookup"] and not own["bilinear"]
+    assert not own["bilinear"]
     assert ModelConfig(output="groc", relations=False).relations is False
     for kind, name, value in (("tied", "cutoffs", [5]), ("adaptive", "relations", False), ("groc", "correction", 4),
                               ("lookup", "out_depth", 2)):
