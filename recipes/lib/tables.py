@@ -375,6 +375,42 @@ def converge(out: Path, models: list[str], seconds: int) -> None:
     t.write(out, notes=notes)
 
 
+TABLE2_CPU_LABELS = {"tied-hidden": "tied, hidden-unit dropout only (A/B)"}
+
+
+def table2_cpu(out: Path, work: Path, kinds: list[str]) -> None:
+    """Table 2 on PTB with every output layer trained to convergence on CPU (table2-cpu.sh)."""
+    t = Table("table2-cpu", "Table 2 on PTB, 2 x 200 prefix, every output layer trained to early stopping on CPU",
+              ["output", "params", "epochs", "stopped", "minutes", "valid_ppl", "test_ppl", "test_open_ppl",
+               "paper_test_ppl"], {"params": ",", "epochs": "d", "minutes": ".0f"})
+    ev = work / "evals" / "cpu"
+    tests = {}
+    for kind in kinds:
+        s = summary(work / "runs" / "cpu" / f"ptb-{kind}")
+        tests[kind] = load(ev / f"ptb-{kind}.test.json")["perplexity"]
+        t.add(output=TABLE2_CPU_LABELS.get(kind, kind), params=s["parameters"], epochs=s["epochs"],
+              stopped=s["stop_reason"], minutes=s["seconds"] / 60, valid_ppl=s["best_valid_ppl"], test_ppl=tests[kind],
+              test_open_ppl=load(ev / f"ptb-{kind}.test-open.json")["perplexity"],
+              paper_test_ppl=PAPER_TABLE2[kind][0][1] if kind in PAPER_TABLE2 else None)
+    notes = ["Prefix: 2 LSTM layers, emb 200, 200 units, one dropout rate on the input embeddings, between the layers "
+             "and after the last (tied-hidden: none on the inputs); each layer's Table 8 settings from "
+             "recipes/configs/penn/; Adam 1e-3, batch 20, BPTT 35, clip 0.1, x0.1 after 4 epochs without validation "
+             "improvement, stopped after 8 (stopped: early-stopping = converged; max-epochs = the EPOCHS safeguard).",
+             "paper_test_ppl: the paper's 2 x 1024 models (Table 2, penn), for the ranking only.",
+             "test_open_ppl: --vocab union (every test type; PTB's test words are all in the vocabulary, so table models "
+             "differ from closed by their 1% uniform share)."]
+    table_kinds = [k for k in kinds if k not in ("groc", "tied-hidden")]
+    if "groc" in kinds:
+        best = min(table_kinds, key=lambda k: tests[k]) if table_kinds else None
+        for base in dict.fromkeys(k for k in ("tied", best) if k in table_kinds):
+            r = load(ev / f"compare-{base}-groc.json")
+            bins = ", ".join(f"{b['bin']}: {b['median_diff']:+.3f}" for b in r["bins"] if b["median_diff"] is not None)
+            which = "the best table model, " if base == best else ""
+            notes.append(f"Figure 3, GroC minus {which}{base}: median loss per training-frequency bin (nats, PTB test, "
+                         f"model column): {bins}; overall {r['overall']['median_diff']:+.3f}.")
+    t.write(out, notes=notes)
+
+
 # Press & Wolf's Table 6 is an image in our copy of the paper: only the parameter counts its text gives
 # (4.6M, 2.7M tied) and the small model's published perplexities are filled in.
 # row: (label, paper parameters in millions, published valid, published test, source)
@@ -410,7 +446,7 @@ def press_wolf(out: Path, work: Path, rows: list[str]) -> None:
 
 REPORTS = {f.__name__.replace("_", "-"): f for f in (table1, table2, table3, table4, table5, table10, figure3, figure6,
                                                        check_open_vocab, check_wikitext2_caches, grid_best, quickstart, converge,
-                                                       press_wolf)}
+                                                       press_wolf, table2_cpu)}
 _OPTION_TYPES = {Path: Path, str: str, int: int, list[str]: str.split}  # a list: one space-separated value
 
 

@@ -1,0 +1,118 @@
+"""The CPU reproduction recipes (recipes/press-wolf.sh and recipes/table2-cpu.sh), run with a stand-in
+groc that records its calls and writes the outputs a finished stage leaves: each row trains with the
+settings the recipe documents, is evaluated as documented, the table comes from those outputs, and
+a second run does nothing again."""
+
+import json
+import subprocess
+
+import pyarrow.parquet as pq
+
+from tests.test_recipes_lib import REPO, recipe_env
+
+# A stand-in for groc: prepare/lexicon make their output, train writes the summary.json of a finished
+# run, eval prints a record (its perplexity from the run's name, PPL_<name> in the environment) and
+# writes --per-token, compare prints bins.
+FAKE = r'''groc() {
+  local o="" prev="" run="" pt="" a; for a in "$@"; do
+    [ "$prev" = -o ] && o=$a; [ "$prev" = --per-token ] && pt=$a; prev=$a; done
+  echo "$*" >> "$CALLS"
+  case $1 in
+    --version) echo "groc 0.1.0" ;;
+    prepare) mkdir -p "$o" ;;
+    lexicon) touch "$o" ;;
+    train) mkdir -p "$o"; echo '{"parameters": 2653200, "epochs": 13, "stop_reason": "early-stopping", "seconds": 4321.0,
+             "best_valid_ppl": 110.5, "final": {"train_ppl": 40.25, "valid_ppl": 121.5}}' > "$o/summary.json" ;;
+    eval) run=$(basename "$2"); run=${run//-/_}; local var="PPL_$run"; [ -n "$pt" ] && touch "$pt"
+          echo "{\"perplexity\": ${!var:-100.0}}" ;;
+    compare) echo '{"bins": [{"bin": "1-49", "median_diff": -0.25}, {"bin": "0", "median_diff": null}],
+               "overall": {"median_diff": -0.05}}' ;;
+  esac
+}; export -f groc; '''
+
+
+def run_recipe(recipe: str, tmp_path, **env):
+    (tmp_path / "ptb").mkdir(exist_ok=True)
+    full = recipe_env(tmp_path, CALLS=str(tmp_path / "calls"), **env)
+    return subprocess.run(["bash", "-c", FAKE + f"bash {REPO}/recipes/{recipe}"], capture_output=True, text=True,
+                          env=full, stdin=subprocess.DEVNULL)
+
+
+def calls(tmp_path) -> list[str]:
+    path = tmp_path / "calls"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [c for c in lines if c != "--version"]
+
+
+def test_press_wolf_trains_the_four_rows_as_the_reference_code_and_writes_the_table(tmp_path):
+    first = run_recipe("press-wolf.sh", tmp_path, PPL_untied="114.0", PPL_wt="105.5")
+    assert first.returncode == 0, first.stderr
+    made = calls(tmp_path)
+    trains = {c.rsplit("/", 1)[1]: c for c in made if c.startswith("train ")}
+    assert set(trains) == {"untied", "wt", "pr", "wt-pr"}
+    reference = ("--emb 200 --hidden 200 --layers 2 --dropout 0 --init-range 0.1 --batch-size 20 --bptt 20 "
+                 "--eval-batch-size 20 --optimizer sgd --schedule epochs --lr 20 --clip 0.25 --lr-decay 0.5 "
+                 "--lr-decay-after 4 --max-epochs 13")
+    assert all(reference in c for c in trains.values())
+    assert "--output-layer lookup -o" in trains["untied"] and "--output-layer tied -o" in trains["wt"]
+    # projection_reg = 1 / (13 * 20 * 20): tf.nn.l2_loss(P) / (6.5 * batch) on a loss summed over 20 steps
+    assert "--output-layer lookup --projection-reg 0.00019230769230769231 -o" in trains["pr"]
+    assert "--output-layer tied --projection-reg 0.00019230769230769231 -o" in trains["wt-pr"]
+    evals = [c for c in made if c.startswith("eval ")]
+    assert len(evals) == 4 and all(c.endswith("--split test --checkpoint last") for c in evals)
+    table = (tmp_path / "results" / "press-wolf" / "press-wolf.md").read_text()
+    assert "| small (Zaremba et al. 2014) | 2,653,200 | 13 | 40.2 | 121.5 | 114.0 | 72 | 4.6 | 120.7 | 114.5 |" in table
+    assert "| small + WT | 2,653,200 | 13 | 40.2 | 121.5 | 105.5 | 72 | 2.7 | – | – |" in table
+    assert table in first.stdout and pq.read_table(tmp_path / "results" / "press-wolf" / "press-wolf.parquet").num_rows == 4
+
+    (tmp_path / "calls").unlink()
+    second = run_recipe("press-wolf.sh", tmp_path, PPL_untied="114.0", PPL_wt="105.5")
+    assert second.returncode == 0, second.stderr
+    assert calls(tmp_path) == []  # every row was finished: nothing trains or evaluates again
+
+
+def test_cpu_recipes_refuse_bad_rows_and_jobs_before_any_work(tmp_path):
+    for recipe, env, word in (("press-wolf.sh", {"ROWS": "untied bogus"}, "bogus"), ("press-wolf.sh", {"JOBS": "0"}, "JOBS"),
+                              ("table2-cpu.sh", {"KINDS": "tied bogus"}, "bogus"), ("table2-cpu.sh", {"JOBS": "x"}, "JOBS")):
+        r = run_recipe(recipe, tmp_path, **env)
+        assert r.returncode == 2, (recipe, r.stderr)
+        assert word in r.stderr.strip().splitlines()[-1]
+        assert calls(tmp_path) == []
+
+
+def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp_path):
+    ppl = {"PPL_ptb_tied": "101.0", "PPL_ptb_adaptive": "95.0", "PPL_ptb_groc": "90.0"}
+    first = run_recipe("table2-cpu.sh", tmp_path, **ppl)
+    assert first.returncode == 0, first.stderr
+    made = calls(tmp_path)
+    trains = {c.rsplit("/ptb-", 1)[1]: c for c in made if c.startswith("train ")}
+    assert set(trains) == {"lookup", "convolutional", "tied", "tied-hidden", "bilinear", "deep-residual", "adaptive", "groc"}
+    prefix = "--emb 200 --hidden 200 --layers 2 --dropout 0.3 --max-epochs 100 --seed 1"
+    for kind, c in trains.items():
+        layer = "tied" if kind == "tied-hidden" else kind
+        assert f"--config {REPO}/recipes/configs/penn/{layer}.toml {prefix}" in c, c
+        assert ("--emb-dropout 0 " if kind == "tied-hidden" else "--emb-dropout 0.3") in c
+        assert ("--lexicon" in c) == (kind == "groc")
+    evals = [c for c in made if c.startswith("eval ")]
+    assert len(evals) == 16 and sum("--per-token" in c for c in evals) == 8 and sum("--vocab union" in c for c in evals) == 8
+    compares = [c for c in made if c.startswith("compare ")]
+    assert len(compares) == 6 and all(c.endswith("--column model --names " + c.split("ptb-")[1].split(".")[0] + ",groc")
+                                      for c in compares)
+    table = (tmp_path / "results" / "table2-cpu" / "table2-cpu.md").read_text()
+    assert "| tied | 2,653,200 | 13 | early-stopping | 72 | 110.5 | 101.0 | 101.0 | 86.2 |" in table
+    assert "| tied, hidden-unit dropout only (A/B) |" in table
+    assert "GroC minus tied: median loss per training-frequency bin" in table
+    assert "GroC minus the best table model, adaptive: median loss" in table and "1-49: -0.250; overall -0.050" in table
+
+    (tmp_path / "calls").unlink()
+    assert run_recipe("table2-cpu.sh", tmp_path, **ppl).returncode == 0
+    assert calls(tmp_path) == []
+
+
+def test_table2_cpu_some_kinds_then_the_table(tmp_path):
+    r = run_recipe("table2-cpu.sh", tmp_path, KINDS="tied tied-hidden")
+    assert r.returncode == 0, r.stderr
+    assert "run without KINDS" in r.stderr and not (tmp_path / "results" / "table2-cpu" / "table2-cpu.md").exists()
+    assert sum(c.startswith("train ") for c in calls(tmp_path)) == 2
+    report = json.dumps(calls(tmp_path))
+    assert "compare" not in report
