@@ -83,13 +83,15 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        print(f"groc {__version__}")
+        from .faiss_build import describe
+
+        print(f"groc {__version__} ({describe()})")
         raise typer.Exit()
 
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version (and FAISS's: version, CPU or GPU build) and exit."),
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
 ) -> None:
     if debug:

@@ -178,7 +178,9 @@ def _apply_threads(n: int) -> None:
 
     torch.set_num_threads(n)
     os.environ["OMP_NUM_THREADS"] = str(n)
-    if "faiss" in sys.modules:
+    # A faiss whose files an uninstall deleted imports without this function; the unbounded
+    # cache's checks say so (faiss_build.load_faiss).
+    if hasattr(sys.modules.get("faiss"), "omp_set_num_threads"):
         sys.modules["faiss"].omp_set_num_threads(n)
 
 
