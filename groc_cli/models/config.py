@@ -200,6 +200,14 @@ class ProjectionSettings:
     projection_reg: float = setting(0.0, "λ of a d×d projection P before the output embedding, penalised by λ‖P‖² "
                                     "added to the per-token mean loss (Press & Wolf; their code's strength at batch B "
                                     "and BPTT T is 1/(13·B·T), docs/reproduction.md).", low=0)
+    projection_init: str = setting("identity", "With --projection-reg: 'identity' (P = I and no bias, so the untrained "
+                                   "model equals the one without P) or 'authors' (Press & Wolf's code: P and a bias "
+                                   "after it in U(±--init-range)).", choices=("identity", "authors"))
+
+    def validate(self) -> None:
+        super().validate()
+        if self.projection_init != "identity" and not self.projection_reg:
+            raise ValueError("projection_init applies to the projection of projection_reg > 0; set projection_reg too")
 
 
 @dataclass

@@ -4,7 +4,8 @@
 * tied: E_out = E_in (Inan et al., 2017; Press & Wolf, 2017).
 * lookup and tied with ``projection_reg > 0``: a d x d projection P is inserted before
   the output embedding and penalised by lambda * ||P||^2 (Press & Wolf, Sec. 5, "PR"); P
-  starts at the identity so the untrained model equals the one without it.
+  starts at the identity so the untrained model equals the one without it, or, with
+  ``projection_init = "authors"``, as their code builds it: random, with a bias after it.
 * bilinear: E_out = E_in W (Gulordava et al., 2018).
 * deep-residual: E_out = g(E_in), the depth-k residual network with variational
   dropout between layers (Pappas & Henderson, 2019).
@@ -50,7 +51,11 @@ class TableOutput(OutputLayer):
         if kind == "lookup":
             self.out_embedding = nn.Parameter(uniform_(torch.empty(V, d), r, generator))
         if kind in ("lookup", "tied") and config.projection_reg > 0:
-            self.projection = nn.Parameter(torch.eye(d))
+            if config.projection_init == "authors":  # ptb_word_lm_WT_PR.py: proj and proj_b, uniform like every weight
+                self.projection = nn.Parameter(uniform_(torch.empty(d, d), r, generator))
+                self.projection_bias = nn.Parameter(uniform_(torch.empty(d), r, generator))
+            else:
+                self.projection = nn.Parameter(torch.eye(d))
         if kind == "bilinear":
             self.bilinear = nn.Parameter(torch.eye(d) + uniform_(torch.empty(d, d), r, generator))
         elif kind == "deep-residual":
@@ -69,8 +74,11 @@ class TableOutput(OutputLayer):
             if self.kind in ("lookup", "tied"):
                 weight = variational_dropout(self.out_embedding if self.kind == "lookup" else self.embedding, p, training)
                 if hasattr(self, "projection"):
-                    projection = self.projection
-                    hidden_fn = lambda h: h @ projection.to(h.dtype)  # noqa: E731
+                    projection, shift = self.projection, getattr(self, "projection_bias", None)
+                    if shift is None:
+                        hidden_fn = lambda h: h @ projection.to(h.dtype)  # noqa: E731
+                    else:
+                        hidden_fn = lambda h: h @ projection.to(h.dtype) + shift.to(h.dtype)  # noqa: E731
             elif self.kind == "bilinear":
                 weight = variational_dropout(self.embedding @ self.bilinear, p, training)
             else:

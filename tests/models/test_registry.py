@@ -214,7 +214,7 @@ def test_each_kind_has_its_own_settings():
         "groc": "GroCConfig"}
     shared = {f.name for f in dataclasses.fields(ModelConfig)}
     own = {k: {f.name for f in dataclasses.fields(config_class(k))} - shared for k in BUILT_IN}
-    assert own["adaptive"] == {"cutoffs", "adaptive_div"} and own["tied"] == own["lookup"] == {"projection_reg"}
+    assert own["adaptive"] == {"cutoffs", "adaptive_div"} and own["tied"] == own["lookup"] == {"projection_reg", "projection_init"}
     assert own["convolutional"] == {"correction"} | (own["groc"] & own["convolutional"])
     assert {"char_filters", "char_init", "highway_layers"} <= own["groc"] & own["convolutional"]
     assert own["deep-residual"] == {"out_depth", "out_activation"} <= own["groc"]

@@ -74,14 +74,18 @@ def _tensorflow_step(model, x, y, state, lr: float, clip: float, batch: int):
     return model.detach_state(state)
 
 
-@pytest.mark.parametrize("kind,pr", [("lookup", False), ("tied", True), ("lookup", True)])
-def test_lr_clip_and_projection_penalty_match_the_reference_codes_scale(kind, pr):
+@pytest.mark.parametrize("kind,pr,init", [("lookup", False, "identity"), ("tied", True, "identity"),
+                                          ("lookup", True, "identity"), ("tied", True, "authors")])
+def test_lr_clip_and_projection_penalty_match_the_reference_codes_scale(kind, pr, init):
     """groc's per-token mean loss with lr·T, clip/T and projection_reg 1/(13·B·T) takes the same steps as
     the reference code's summed cost with lr, clip and l2_loss(P)/(6.5·B) (T: BPTT steps, B: batch)."""
     B, T, steps = 3, 5, 3
     lam = 1 / (13 * B * T) if pr else 0.0
-    model = make(kind, seed=4, dropout=0.0, out_dropout=0.0, projection_reg=lam)
-    if pr:  # a projection away from the identity, so that the penalty's gradient matters
+    model = make(kind, seed=4, dropout=0.0, out_dropout=0.0, projection_reg=lam, projection_init=init)
+    if init == "authors":  # their proj and proj_b: random like every weight, and a bias after it
+        assert not torch.equal(model.output_layer.projection, torch.eye(16))
+        assert model.output_layer.projection_bias.abs().max() <= 0.05
+    elif pr:  # a projection away from the identity, so that the penalty's gradient matters
         with torch.no_grad():
             model.output_layer.projection.mul_(3.0)
     reference = copy.deepcopy(model)
@@ -106,3 +110,11 @@ def test_lr_clip_and_projection_penalty_match_the_reference_codes_scale(kind, pr
         assert torch.allclose(a, b, atol=1e-5), name
     if pr:  # the penalty moved P: without it the weights differ
         assert model.regularization() > 0
+
+
+def test_projection_init_needs_the_projection():
+    from groc_cli.models import ModelConfig
+
+    with pytest.raises(ValueError, match="projection_init applies to the projection of projection_reg > 0"):
+        ModelConfig(output="tied", projection_init="authors")
+    assert ModelConfig(output="lookup", projection_reg=0.1, projection_init="authors").projection_init == "authors"
