@@ -111,14 +111,19 @@ def test_train_and_finetune_resume_an_interrupted_run_and_skip_a_finished_one(tm
     (new / "last").mkdir(parents=True)  # an interrupted finetuning
     bare.mkdir()
     (bare / "config.json").write_text("{}")  # a run directory left without a checkpoint
+    configured = tmp_path / "c"
+    (configured / "last").mkdir(parents=True)  # an interrupted run of a --config file (SCALE=paper)
     r = bash(fake + f"train {run} data --output-layer tied; train {run} data --output-layer tied; "
-                    f"finetune {run} ft {new} --max-epochs 3; train {bare} data --output-layer tied", tmp_path)
+                    f"finetune {run} ft {new} --max-epochs 3; train {bare} data --output-layer tied; "
+                    f"train {configured} data --config recipes/configs/penn/tied.toml --seed 1 --max-minutes 9", tmp_path)
     assert r.returncode == 0, r.stderr
     # A new run trains in place (no --force, which would train aside and discard an interrupted
-    # run's checkpoint); only a run left without a checkpoint is replaced.
+    # run's checkpoint); only a run left without a checkpoint is replaced. A resumed run takes its
+    # settings from its own config.json (groc train --resume refuses a --config file).
     assert (tmp_path / "calls").read_text().splitlines() == [f"train data --output-layer tied -o {run}",
                                                             f"finetune {run} ft --max-epochs 3 -o {new} --resume",
-                                                            f"train data --output-layer tied -o {bare} --force"]
+                                                            f"train data --output-layer tied -o {bare} --force",
+                                                            f"train data --seed 1 --max-minutes 9 -o {configured} --resume"]
     assert f"= {run}/summary.json (trained)" in r.stderr
 
 
