@@ -141,15 +141,19 @@ def environment(state: Path) -> dict:
                  "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
                  "cuda_available": torch.cuda.is_available(),
                  "torch_devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}
-    try:
-        query = "name,driver_version,memory.total,compute_cap"
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=60)
-        env["gpus"] = [dict(zip(query.split(","), (v.strip() for v in line.split(","))))
-                       for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
-        env["nvidia_smi"] = out.stdout.strip() if out.returncode == 0 else out.stderr.strip()[:300]
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        env["gpus"], env["nvidia_smi"] = [], f"not run: {exc}"
+    env["gpus"], env["nvidia_smi"] = [], "not found"
+    for query in ("name,driver_version,memory.total,compute_cap", "name,driver_version,memory.total"):
+        try:  # drivers before 510 know no compute_cap
+            out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            env["nvidia_smi"] = f"not run: {exc}"
+            break
+        env["nvidia_smi"] = (out.stdout if out.returncode == 0 else out.stderr or out.stdout).strip()[:300]
+        if out.returncode == 0:
+            env["gpus"] = [dict(zip(query.split(","), (v.strip() for v in line.split(","))))
+                           for line in out.stdout.splitlines() if line.strip()]
+            break
     for name in ("groc-cli", "numpy", "pyarrow", "faiss-cpu", "faiss-gpu-cu12", "safetensors", "nltk"):
         try:
             env[name] = metadata.version(name)
