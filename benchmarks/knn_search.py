@@ -16,7 +16,9 @@ over the largest distance; where that is at rounding level, neighbours that diff
 
 `stream`: the cache itself (``make_cache("unbounded", index="Flat")`` with search faiss and
 torch) scoring a stream of --stream positions block by block, as ``groc eval --cache unbounded``
-does: tokens/s of each, the ratio, and the largest difference in log-probability.
+does: tokens/s of each, the ratio, the largest difference in log-probability, the positions whose
+log-probability differs (a near-tie at the k-th neighbour taken one way or the other), and the
+perplexity of each, mixed at weight 0.1 with a uniform model.
 
 On CUDA FAISS runs only where faiss-gpu is installed (on the CPU otherwise, which the JSON says).
 
@@ -42,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import faiss  # noqa: E402
 
 from cache_throughput import log, synthetic_stream  # noqa: E402
-from groc_cli.caches import make_cache  # noqa: E402
+from groc_cli.caches import interpolate, make_cache  # noqa: E402
 from groc_cli.caches.knn_torch import TorchExactSearch  # noqa: E402
 
 
@@ -109,6 +111,9 @@ def stream(hidden: np.ndarray, targets: np.ndarray, k: int, device: torch.device
             seconds[name] += time.perf_counter() - start
     f, t = (np.concatenate(outs[name]) for name in ("faiss", "torch"))
     both = np.isfinite(f) & np.isfinite(t)
+    # Perplexity of the cache mixed (weight 0.1) with a uniform model over the stream's vocabulary.
+    uniform = np.full(len(targets), -np.log(targets.max() + 1))
+    ppl = {name: float(np.exp(-interpolate(uniform, out, [0.1]).mean())) for name, out in (("faiss", f), ("torch", t))}
     return {
         "positions": len(targets), "knn": k,
         "faiss_tokens_per_s": round(len(targets) / seconds["faiss"], 1),
@@ -116,6 +121,9 @@ def stream(hidden: np.ndarray, targets: np.ndarray, k: int, device: torch.device
         "torch_vs_faiss": round(seconds["torch"] / seconds["faiss"], 3),
         "same_finite": bool((np.isfinite(f) == np.isfinite(t)).all()),
         "max_logp_difference": float(np.abs(f[both] - t[both]).max()) if both.any() else 0.0,
+        "positions_differing": int((np.abs(f[both] - t[both]) > 1e-6).sum()),
+        "faiss_perplexity": round(ppl["faiss"], 4), "torch_perplexity": round(ppl["torch"], 4),
+        "perplexity_relative_difference": abs(ppl["torch"] - ppl["faiss"]) / ppl["faiss"],
     }
 
 
