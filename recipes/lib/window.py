@@ -85,13 +85,15 @@ def runs(state: Path) -> list[dict]:
         run = Path(start.get("runs", {}).get(kind, ""))
         if pid_text is None or not start.get("runs", {}).get(kind):
             continue
-        rc_text, started = _read(state / f"{kind}.rc"), float(_read(state / f"{kind}.start") or now)
+        rc_text, start_text = _read(state / f"{kind}.rc"), _read(state / f"{kind}.start")
+        rc_text = rc_text if rc_text and rc_text.isdigit() else None  # a half-written file: no status yet
+        started = float(start_text) if start_text and start_text.isdigit() else now
         log = state / f"{kind}.log"
         summary, config = _json(run / "summary.json"), _json(run / "config.json")
         metrics = pq.read_table(run / "metrics.parquet").to_pylist() if (run / "metrics.parquet").is_file() else []
         valid = [(m["valid_ppl"], m["epoch"]) for m in metrics if m.get("valid_ppl") is not None]
         best = min(valid) if valid else (None, None)
-        if rc_text is None and _alive(int(pid_text), kind):
+        if rc_text is None and pid_text.isdigit() and _alive(int(pid_text), kind):
             status, detail = "training", _last_line(log)
             minutes = (now - started) / 60
         else:
