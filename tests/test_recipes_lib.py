@@ -47,7 +47,7 @@ def test_step_and_capture_skip_done_work_and_keep_failures_out(tmp_path):
 
 def test_bad_scale_or_data_stop_before_work(tmp_path):
     r = bash("echo ran", tmp_path, SCALE="huge")
-    assert r.returncode == 2 and "SCALE must be small or paper" in r.stderr and "ran" not in r.stdout
+    assert r.returncode == 2 and "SCALE must be small, paper or tiny" in r.stderr and "ran" not in r.stdout
     r = bash("echo ran", tmp_path, DATA=str(tmp_path / "nowhere"))
     assert r.returncode == 2 and "is not a directory" in r.stderr
 
@@ -111,14 +111,19 @@ def test_train_and_finetune_resume_an_interrupted_run_and_skip_a_finished_one(tm
     (new / "last").mkdir(parents=True)  # an interrupted finetuning
     bare.mkdir()
     (bare / "config.json").write_text("{}")  # a run directory left without a checkpoint
+    configured = tmp_path / "c"
+    (configured / "last").mkdir(parents=True)  # an interrupted run of a --config file (SCALE=paper)
     r = bash(fake + f"train {run} data --output-layer tied; train {run} data --output-layer tied; "
-                    f"finetune {run} ft {new} --max-epochs 3; train {bare} data --output-layer tied", tmp_path)
+                    f"finetune {run} ft {new} --max-epochs 3; train {bare} data --output-layer tied; "
+                    f"train {configured} data --config recipes/configs/penn/tied.toml --seed 1 --max-minutes 9", tmp_path)
     assert r.returncode == 0, r.stderr
     # A new run trains in place (no --force, which would train aside and discard an interrupted
-    # run's checkpoint); only a run left without a checkpoint is replaced.
+    # run's checkpoint); only a run left without a checkpoint is replaced. A resumed run takes its
+    # settings from its own config.json (groc train --resume refuses a --config file).
     assert (tmp_path / "calls").read_text().splitlines() == [f"train data --output-layer tied -o {run}",
                                                             f"finetune {run} ft --max-epochs 3 -o {new} --resume",
-                                                            f"train data --output-layer tied -o {bare} --force"]
+                                                            f"train data --output-layer tied -o {bare} --force",
+                                                            f"train data --seed 1 --max-minutes 9 -o {configured} --resume"]
     assert f"= {run}/summary.json (trained)" in r.stderr
 
 
@@ -151,6 +156,19 @@ def test_settings_are_table8_configs_at_paper_scale_and_one_model_at_small(tmp_p
         for m in ("lookup", "convolutional", "tied", "bilinear", "deep-residual", "adaptive", "groc", "groc-norelations",
                   "groc-nodefinitions", "groc-surface"):
             assert (REPO / "recipes" / "configs" / name / f"{m}.toml").exists(), (ds, m)
+
+
+def test_tiny_scale_is_each_config_at_2x32_on_its_own_slices(tmp_path):
+    show = 'settings ptb {}; echo "$WORK|${{settings[*]}}|${{BUDGET[*]}}"'
+    r = bash(show.format("adaptive"), tmp_path, SCALE="tiny", MINUTES="3")
+    assert r.returncode == 0, r.stderr
+    work, settings, budget = r.stdout.strip().split("|")
+    assert work == f"{tmp_path}/results/work/tiny"  # never the full datasets of the other scales
+    assert settings.split() == ["--config", f"{REPO}/recipes/configs/penn/adaptive.toml", "--seed", "1", "--emb", "32",
+                                "--hidden", "32", "--layers", "2", "--log-every", "1", "--cutoffs", "40,100"]
+    assert budget == "--max-epochs 2 --max-minutes 3"
+    r = bash('echo "$WORK"', tmp_path, SCALE="tiny", WORK=f"{tmp_path}/w/tiny")
+    assert r.stdout.strip() == f"{tmp_path}/w/tiny"  # given again to a child process: not nested
 
 
 def test_reuters_min_count_must_be_a_positive_whole_number(tmp_path):

@@ -46,6 +46,7 @@ class CacheContext:
     split: str  # the evaluated split, for messages
     has_states: bool = False  # evaluating from a ``groc dump`` directory (--states)
     device: str = "cpu"  # where the model runs: "cpu" or "cuda"
+    torch_device: str = "cpu"  # the same as a torch device ("cuda:1"), for a cache that computes there
     total: int = 0  # predictions in the stream, once known
     #: Opens the dump's hidden states ([total, dim], memory-mapped); None without --states.
     stored_states: Callable[[], Any] | None = None

@@ -30,6 +30,12 @@ re-ranks them by exact distance.  In memory that stage keeps a float32 copy of e
 cache reads each candidate's state from there instead, so only the codes stay in memory.
 Same candidates, same exact distances, same results.
 
+Exact search in torch (``search="torch"``, ``knn_torch.py``): with the index "Flat", the
+nearest neighbours are found by chunked matrix products and top-k in torch on the evaluation's
+device, the states held in its memory (GPU memory on CUDA) or streamed from ``stored_states``.
+It is FAISS's ``Flat`` search (same neighbours, distances to float32 rounding) for a GPU where
+faiss-gpu is not installed; ``groc eval --search auto`` picks it there.
+
 Not every index FAISS builds can serve the cache (``index_problem``): it must take states
 without ids, block after block, and return squared Euclidean distances between the states
 themselves, because the kernel mixes them with the exact distances inside a block.
@@ -54,6 +60,7 @@ from ..artifacts import atomic_path
 from ..faiss_build import faiss_or_none, load_faiss
 from ..settings import setting
 from .base import check_chunk
+from .knn_torch import TorchExactSearch
 from .registry import CacheContext, ConfiguredCache, register_cache
 
 # None without a usable FAISS: groc eval's other caches run; this one refuses in its checks (load_faiss).
@@ -62,6 +69,8 @@ faiss = faiss_or_none()
 KERNELS = ("gaussian", "epanechnikov")
 #: Where the exact refinement stage finds each state (--datastore).
 DATASTORES = ("memory", "disk")
+#: How the nearest neighbours are found (--search): see ``choose_search``.
+SEARCHES = ("auto", "faiss", "torch")
 #: States the default index is trained on when --index-train is not given (IVF4096 wants
 #: about 39 points per centroid; FAISS warns below that).
 DEFAULT_INDEX_TRAIN = 200_000
@@ -143,6 +152,20 @@ def exact_refinement(index: faiss.Index):
     return None
 
 
+def is_flat(index: faiss.Index) -> bool:
+    """Whether ``index`` is FAISS's exact search ("Flat"), the one ``search="torch"`` stands in for."""
+    return type(faiss.downcast_index(index)) in (faiss.IndexFlat, faiss.IndexFlatL2)
+
+
+def choose_search(search: str, flat: bool, device: str) -> str:
+    """faiss or torch for ``search`` (one of SEARCHES) with an index that is or is not "Flat" on
+    ``device`` ("cpu" or "cuda"): auto takes torch on CUDA when FAISS sees no GPU (faiss-gpu not
+    installed) and the search is exact; faiss-gpu, where installed, stays the choice."""
+    if search != "auto":
+        return search
+    return "torch" if device == "cuda" and flat and faiss.get_num_gpus() == 0 else "faiss"
+
+
 @dataclass
 class UnboundedSettings:
     """``groc eval --cache unbounded``'s settings (``knn``, ``kernel`` and ``bandwidth_scale``
@@ -163,7 +186,12 @@ class UnboundedSettings:
     datastore: str = setting("memory", "unbounded, large datastores: where an index ending in ',RFlat' (exact "
                              "re-ranking of its candidates) reads each state. memory: a float32 copy inside the index, "
                              "4 x d bytes a state. disk: the memory-mapped --states dump, so only the index's codes "
-                             "stay in memory (44 bytes a state for IVF...,PQ32); same results.")
+                             "stay in memory (44 bytes a state for IVF...,PQ32); same results. With --search torch "
+                             "and 'Flat': memory holds the states on the device, disk streams them from --states.")
+    search: str = setting("auto", "unbounded: nearest-neighbour search. faiss: the FAISS index (on the GPU where "
+                          "faiss-gpu is installed); torch: exact search in torch on the evaluation's device (chunked "
+                          "matrix products and top-k; needs --index Flat); auto: torch on CUDA when FAISS sees no GPU "
+                          "and the index is Flat, else faiss.")
 
 
 def _as_list(x, name: str) -> list:
@@ -198,7 +226,11 @@ class UnboundedCache(ConfiguredCache):
     stored_states: [N, dim] array-like, row i the i-th state ``score`` will add (e.g. a
         dump's hidden.npy opened with ``np.load(..., mmap_mode="r")``).  Needs an index with
         an exact refinement stage (",RFlat"), which then reads candidates' states from here
-        instead of keeping a float32 copy of each; see the module docstring.
+        instead of keeping a float32 copy of each; see the module docstring.  With
+        search="torch", the exact search streams every state from here instead.
+    search: "faiss" (the index), "torch" (exact search in torch, ``index`` "Flat") or "auto"
+        (``choose_search`` on ``device``).
+    device: where search="torch" computes and keeps the states (a torch device).
 
     Columns of ``score`` (see ``settings``): for each k, for each kernel, for each s.
     """
@@ -223,6 +255,8 @@ class UnboundedCache(ConfiguredCache):
         use_gpu: bool | str = "auto",
         block_size: int = 1024,
         stored_states: np.ndarray | None = None,
+        search: str = "faiss",
+        device: str = "cpu",
     ):
         load_faiss()
         knns = _as_list(knn, "knn")
@@ -242,6 +276,8 @@ class UnboundedCache(ConfiguredCache):
             raise ValueError(f"block_size must be an integer >= 1, got {block_size}")
         if use_gpu not in ("auto", True, False):
             raise ValueError(f"use_gpu must be 'auto', True or False, got {use_gpu!r}")
+        if search not in SEARCHES:
+            raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
         if train_vectors is not None:
             train_vectors = np.ascontiguousarray(train_vectors, dtype=np.float32)
             if train_vectors.ndim != 2 or len(train_vectors) == 0:
@@ -263,6 +299,13 @@ class UnboundedCache(ConfiguredCache):
         self.kernels = list(kernels)
         self.scales = scales
         self.block_size = int(block_size)
+        self.device = str(device)
+        self._index = self._new_index()
+        self.search = choose_search(search, is_flat(self._index), torch.device(device).type)
+        if self.search == "torch":
+            if not is_flat(self._index):
+                raise ValueError(f"search='torch' is exact search: it replaces index 'Flat', not {self.factory!r}")
+            use_gpu = False  # no FAISS index is searched
         self.use_gpu = faiss.get_num_gpus() > 0 if use_gpu == "auto" else bool(use_gpu)
         if self.use_gpu and faiss.get_num_gpus() == 0:
             raise ValueError(
@@ -278,15 +321,15 @@ class UnboundedCache(ConfiguredCache):
 
         # _index: the whole index, on the CPU (trained, saved, loaded). _store: what states are
         # added to and searched in: _index, or with stored_states its stage before the exact
-        # one; a GPU copy when a GPU is used (_attach).
-        self._index = self._new_index()
+        # one; a GPU copy when a GPU is used; the torch search for search="torch" (_attach).
         self._store = self._index
-        if stored_states is not None:
+        if stored_states is not None and self.search == "faiss":
             if exact_refinement(self._index) is None:
                 raise ValueError(
                     f"index {self.factory!r} has no exact refinement stage to read stored_states from; "
                     f"end it with ',RFlat' (e.g. 'IVF4096,PQ32,RFlat')"
                 )
+        if stored_states is not None:
             shape = getattr(stored_states, "shape", ())
             if len(shape) != 2 or shape[1] != self.dim:
                 raise ValueError(f"stored_states must be [N, {self.dim}], got shape {tuple(shape)}")
@@ -324,6 +367,7 @@ class UnboundedCache(ConfiguredCache):
             "kernels": self.kernels,
             "bandwidth_scales": scales,
             "use_gpu": self.use_gpu,
+            "search": self.search if self.search == "faiss" else f"torch ({self.device})",
             "block_size": self.block_size,
             "datastore": "memory" if stored_states is None else "stored_states",
             "training": self.train_info,
@@ -358,6 +402,10 @@ class UnboundedCache(ConfiguredCache):
             raise ValueError(f"`datastore` {s.datastore!r}: expected one of {', '.join(DATASTORES)}")
         if s.datastore == "disk" and not chosen:
             raise ValueError("`datastore` disk applies to `cache` unbounded only")
+        if s.search not in SEARCHES:
+            raise ValueError(f"`search` {s.search!r}: expected one of {', '.join(SEARCHES)}")
+        if s.search != "auto" and not chosen:
+            raise ValueError(f"`search` {s.search} applies to `cache` unbounded only")
 
     @classmethod
     def check_context(cls, s: UnboundedSettings, values: dict[str, list], ctx: CacheContext) -> None:
@@ -366,12 +414,12 @@ class UnboundedCache(ConfiguredCache):
         if s.datastore == "disk" and not ctx.has_states:
             raise ValueError("`datastore` disk reads the states from a dump: add --states DIR "
                              "(written by 'groc dump RUN DATASET --split S -o DIR')")
-        cls._empty_index(s, ctx.dim)
+        cls._empty_index(s, ctx.dim, ctx.device)
 
     @classmethod
-    def _empty_index(cls, s: UnboundedSettings, dim: int) -> faiss.Index:
-        """The (empty) index of ``s.index``, built to check it and inspect it (``is_trained``,
-        IVF list count)."""
+    def _empty_index(cls, s: UnboundedSettings, dim: int, device: str) -> faiss.Index:
+        """The (empty) index of ``s.index``, built to check it, and the search with it on ``device``,
+        and to inspect it (``is_trained``, IVF list count)."""
         try:
             index = faiss.index_factory(dim, s.index, faiss.METRIC_L2)
         except Exception as err:
@@ -380,9 +428,14 @@ class UnboundedCache(ConfiguredCache):
         problem = index_problem(index)
         if problem:
             raise ValueError(f"`index` {s.index!r}: FAISS builds it, but the unbounded cache cannot use it: {problem}")
-        if s.datastore == "disk" and exact_refinement(index) is None:
+        search = choose_search(s.search, is_flat(index), device)
+        if search == "torch" and not is_flat(index):
+            raise ValueError(f"`search` torch is exact search, in place of FAISS's 'Flat': give `index` Flat, not "
+                             f"{s.index!r} (or `search` faiss for a compressed index)")
+        if s.datastore == "disk" and search == "faiss" and exact_refinement(index) is None:
             raise ValueError(f"`index` {s.index!r} has no exact refinement stage for `datastore` disk to read states "
-                             "for; end it with ',RFlat' (e.g. 'IVF4096,PQ32,RFlat')")
+                             "for; end it with ',RFlat' (e.g. 'IVF4096,PQ32,RFlat'), or search exactly with `index` "
+                             "Flat and `search` torch, which streams every state from the dump")
         return index
 
     @classmethod
@@ -395,7 +448,7 @@ class UnboundedCache(ConfiguredCache):
             raise ValueError(f"`knn` {k} is larger than the datastore can ever hold: the {ctx.split} split has "
                              f"{total:,} predictions, so at most {total - 1:,} states precede the last one; choose "
                              f"`knn` <= {max(total - 1, 1):,}")
-        index = cls._empty_index(s, ctx.dim)
+        index = cls._empty_index(s, ctx.dim, ctx.device)
         if index.is_trained or s.index_load:
             return 0
         n_train = min(s.index_train or DEFAULT_INDEX_TRAIN, total)
@@ -414,9 +467,17 @@ class UnboundedCache(ConfiguredCache):
         a trained index is saved to --index-save."""
         if first_states is not None:
             ctx.log(f"training FAISS index {s.index} on the first {len(first_states):,} states of the stream")
+        flat = is_flat(cls._empty_index(s, ctx.dim, ctx.device))
+        search = choose_search(s.search, flat, ctx.device)
+        if search == "torch":
+            ctx.log(f"exact nearest-neighbour search in torch on {ctx.torch_device}"
+                    f"{' (FAISS sees no GPU)' if s.search == 'auto' else ''}")
+        elif ctx.device == "cuda" and faiss.get_num_gpus() == 0:
+            ctx.log(f"FAISS sees no GPU (faiss-gpu is not installed): searching {s.index} on the CPU"
+                    f"{'' if flat else '; --index Flat --search torch would search exactly on the GPU'}")
         cache = cls(dim=ctx.dim, index=s.index, nprobe=s.nprobe, knn=values["knn"], kernels=values["kernel"],
                     bandwidth_scales=values["bandwidth_scale"], train_vectors=first_states, trained_index=s.index_load,
-                    use_gpu="auto" if ctx.device == "cuda" else False,
+                    use_gpu="auto" if ctx.device == "cuda" else False, search=search, device=ctx.torch_device,
                     stored_states=ctx.stored_states() if s.datastore == "disk" else None)
         if s.index_save:
             cache.save_trained(s.index_save)
@@ -482,6 +543,9 @@ class UnboundedCache(ConfiguredCache):
         return faiss.downcast_index(exact_refinement(self._index).base_index)
 
     def _attach(self) -> None:
+        if self.search == "torch":
+            self._store = TorchExactSearch(self.dim, self.device, self._stored_states)
+            return
         store = self._coded()
         if self.use_gpu:
             self._gpu_res = self._gpu_res or faiss.StandardGpuResources()
@@ -565,10 +629,11 @@ class UnboundedCache(ConfiguredCache):
 
     @property
     def nbytes(self) -> int:
-        """Stored codes + FAISS ids (8 bytes each) + our target ids; excludes quantizers and
-        stored_states (on disk)."""
+        """Stored codes + FAISS ids (8 bytes each) + our target ids (the torch search: float32
+        states and their norms + target ids); excludes quantizers and stored_states (on disk)."""
         try:
-            per_state = self._bytes_per_state(self._coded())
+            per_state = (self._store.bytes_per_state if self.search == "torch"
+                         else self._bytes_per_state(self._coded()))
         except Exception:
             per_state = 4 * self.dim
         return len(self) * (per_state + self._ids.itemsize)
@@ -645,7 +710,7 @@ class UnboundedCache(ConfiguredCache):
         return out
 
     def _search(self, h: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        if self._stored_states is None:
+        if self._stored_states is None or self.search == "torch":
             return self._store.search(h, k)
         # faiss::IndexRefine::search with the refinement stage's vectors read from
         # stored_states: k * k_factor candidates from the codes, each at its exact distance.

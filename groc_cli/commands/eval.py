@@ -41,6 +41,8 @@ EPILOG = """[bold]Examples[/bold]
 
   groc eval runs/ptb-tied data/ptb --states states/ptb-test --cache unbounded --index IVF4096,PQ32,RFlat --datastore disk
 
+  groc eval runs/ptb-tied data/ptb --cache unbounded --index Flat --search torch --device cuda
+
   groc eval runs/ptb-groc data/news14 --vocab union --lexicon data/news.lexicon.parquet --downweight-new 0.1
 
   groc eval runs/ptb-tied data/ptb --config local-cache.toml theta=0.5

@@ -40,8 +40,8 @@ def cache_files(s: EvalSettings) -> tuple[list, list[tuple]]:
 class CacheSetup:
     """The chosen cache (``cls`` None for --cache none) with its settings and --grid lists.
 
-    Made once the hidden size is known (``ctx.dim``; checks before any work), then told the
-    stream's length and device (``check_stream``: the states it needs first, ``warmup``)."""
+    Made once the hidden size and device are known (``ctx.dim``, ``ctx.device``; checks before any
+    work), then told the stream's length (``check_stream``: the states it needs first, ``warmup``)."""
 
     def __init__(self, s: EvalSettings, ctx: CacheContext):
         self.s, self.ctx = s, ctx
@@ -51,8 +51,8 @@ class CacheSetup:
         self.warmup = 0
         self._ask("check_context")
 
-    def check_stream(self, total: int, device: str) -> None:
-        self.ctx.total, self.ctx.device = total, device
+    def check_stream(self, total: int) -> None:
+        self.ctx.total = total
         self.warmup = self._ask("warmup") or 0
 
     def _ask(self, name: str):

@@ -117,14 +117,15 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
         if path is not None:
             outputs.enter_context(claim_output(Path(path), force, flag, what, inputs))
     lexicon = load_lexicon(s.lexicon, kind)
-    setup = CacheSetup(s, CacheContext(dim=run.model_config.emb, split=s.split, has_states=states is not None,
-                                       stored_states=states.hidden if states is not None else None, log=log))
     device = resolve_device(s.device)
+    setup = CacheSetup(s, CacheContext(dim=run.model_config.emb, split=s.split, has_states=states is not None,
+                                       device=device.type, torch_device=str(device),
+                                       stored_states=states.hidden if states is not None else None, log=log))
     if states is not None:
         states.check(run, dataset, s.split, s.checkpoint)
     model_words, model_counts, vocab = run_eval_vocab(run, dataset, s.split, s.vocab)
     total = len(vocab.targets) - 1
-    setup.check_stream(total, device.type)
+    setup.check_stream(total)
     cached = CachedStream(setup)
 
     if states is None:

@@ -1,9 +1,12 @@
 # Shared by the recipes under recipes/: source it after setting NAME.
 #
 #   DATA=../shared/data   where the corpora are (layout of ../shared/data/README.md)
-#   SCALE=small|paper     small: finishes on a 2-core CPU; paper: the paper's settings, for a GPU
+#   SCALE=small|paper|tiny  small: finishes on a 2-core CPU; paper: the paper's settings, for a GPU;
+#                         tiny: paper's settings at 2 x 32 units on the first 15 lines of each split,
+#                         a CPU dry run of a paper-scale recipe (its datasets and runs under WORK/tiny)
 #   RESULTS=results       results/<NAME>/ gets the table (.md, .parquet), plots and commands.log
 #   WORK=results/work     datasets, lexicons, runs and states, shared between recipes
+#   LOG                   where commands are recorded (default results/<NAME>/commands.log)
 #
 # Every stage writes its output atomically (or, for training, resumably), so a re-run skips
 # what is complete and an interrupted recipe continues where it stopped.
@@ -15,7 +18,8 @@ RESULTS=${RESULTS:-results}
 WORK=${WORK:-$RESULTS/work}
 case "$SCALE" in
   small|paper) ;;
-  *) echo "$NAME: SCALE must be small or paper, not '$SCALE'" >&2; exit 2 ;;
+  tiny) case $WORK in */tiny) ;; *) WORK=$WORK/tiny ;; esac ;;  # its datasets are slices: never the full ones
+  *) echo "$NAME: SCALE must be small, paper or tiny, not '$SCALE'" >&2; exit 2 ;;
 esac
 REUTERS_MIN_COUNT=${REUTERS_MIN_COUNT:-2}  # the Reuters source domain's --min-count (see reuters() below)
 case "$REUTERS_MIN_COUNT" in
@@ -24,7 +28,7 @@ esac
 [ -d "$DATA" ] || { echo "$NAME: DATA=$DATA is not a directory (see ../shared/data/README.md)" >&2; exit 2; }
 OUT=$RESULTS/$NAME
 mkdir -p "$OUT" "$WORK"
-LOG=$OUT/commands.log
+LOG=${LOG:-$OUT/commands.log}
 printf '# %s %s SCALE=%s DATA=%s WORK=%s (groc %s)\n' "$(date -u +%FT%TZ)" "recipes/$NAME.sh" "$SCALE" "$DATA" "$WORK" \
   "$(groc --version | cut -d' ' -f2)" >> "$LOG"
 
@@ -35,25 +39,42 @@ if [ "$SCALE" = small ]; then
   MODEL=(--emb 128 --hidden 256 --dropout 0.3 --seed 1 --log-every 200)
   BUDGET=(--max-tokens "${TOKENS:-400000}")
   FT_BUDGET=(--max-epochs 3)
-else
+elif [ "$SCALE" = paper ]; then
   MODEL=(--seed 1)
   BUDGET=(--max-epochs "${EPOCHS:-100}")  # early stopping, not this cap, should end every run
   FT_BUDGET=(--max-epochs 3)
+else  # tiny: each method's paper settings (settings() below) at 2 x 32 units, two epochs of ~300 tokens
+  MODEL=(--seed 1 --emb 32 --hidden 32 --layers 2 --log-every 1)
+  BUDGET=(--max-epochs "${EPOCHS:-2}")
+  FT_BUDGET=(--max-epochs 1)
 fi
 # MINUTES=N bounds every training run by wall-clock time as well (--max-minutes: the run
 # stops after N minutes with its best checkpoint, and the recipe goes on), e.g. to fit a
 # paper-scale recipe into a GPU lease.
 [ -n "${MINUTES:-}" ] && BUDGET+=(--max-minutes "$MINUTES")
 
+# prepare_splits DATASET TRAIN VALID TEST: groc prepare of the three files into DATASET; at
+# SCALE=tiny of their first 15 lines (copied to $WORK/raw/), about 300 tokens each.
+prepare_splits() {
+  local out=$1 files=("${@:2}") i
+  if [ "$SCALE" = tiny ] && [ ! -e "$out" ]; then
+    mkdir -p "$WORK/raw"
+    for i in 0 1 2; do
+      local slice; slice=$WORK/raw/$(basename "$out").$(basename "${files[i]}")
+      [ -s "$slice" ] || { head -n 15 "${files[i]}" > "$slice.partial" && mv "$slice.partial" "$slice"; }
+      files[i]=$slice
+    done
+  fi
+  step "$out" groc prepare --train "${files[0]}" --valid "${files[1]}" --test "${files[2]}" -o "$out"
+}
 # Datasets used by several recipes.
 ptb() {
-  step "$WORK/ptb" groc prepare --train "$DATA/ptb/ptb.train.txt" --valid "$DATA/ptb/ptb.valid.txt" \
-    --test "$DATA/ptb/ptb.test.txt" -o "$WORK/ptb"
+  prepare_splits "$WORK/ptb" "$DATA/ptb/ptb.train.txt" "$DATA/ptb/ptb.valid.txt" "$DATA/ptb/ptb.test.txt"
   step "$WORK/ptb.lexicon.parquet" groc lexicon --vocab "$WORK/ptb" -o "$WORK/ptb.lexicon.parquet"
 }
 wikitext2() {
-  step "$WORK/wt2" groc prepare --train "$DATA/wikitext-2/wiki.train.tokens" --valid "$DATA/wikitext-2/wiki.valid.tokens" \
-    --test "$DATA/wikitext-2/wiki.test.tokens" -o "$WORK/wt2"
+  prepare_splits "$WORK/wt2" "$DATA/wikitext-2/wiki.train.tokens" "$DATA/wikitext-2/wiki.valid.tokens" \
+    "$DATA/wikitext-2/wiki.test.tokens"
   step "$WORK/wt2.lexicon.parquet" groc lexicon --vocab "$WORK/wt2" -o "$WORK/wt2.lexicon.parquet"
 }
 
@@ -72,13 +93,15 @@ dataset() {
 # settings DS METHOD: the training settings of METHOD (an output layer or a GroC ablation: a file
 # of recipes/configs/<paper's dataset name>/) on dataset DS, in the array `settings`. At
 # SCALE=paper they are the method's config file (appendix B.1 + Table 8's per-method values; the
-# flags after it, which take precedence, repeat B.1's values); at SCALE=small, MODEL with the
+# flags after it, which take precedence, repeat B.1's values); at SCALE=tiny the same file with
+# MODEL's sizes (and adaptive cutoffs inside a tiny vocabulary); at SCALE=small, MODEL with the
 # output layer and the ablation's flags (one small configuration for every method).
 settings() {
   local ds=$1 method=$2 paper
   case $ds in ptb) paper=penn ;; wt2) paper=wikitext2 ;; esac
-  if [ "$SCALE" = paper ]; then
+  if [ "$SCALE" != small ]; then
     settings=(--config "$ROOT/recipes/configs/$paper/$method.toml" "${MODEL[@]}" "${emb[@]}")
+    if [ "$SCALE" = tiny ] && [ "$method" = adaptive ]; then settings+=(--cutoffs 40,100); fi
   else
     settings=(--output-layer "${method%%-*}" "${MODEL[@]}")
     case $method in

@@ -72,8 +72,15 @@ _resumable() {
   _begin "$run/summary.json" "${verb%e}ed" || return 0
   # A new run trains in place, so that an interruption leaves its last checkpoint for --resume
   # (--force would train aside and discard it); --force only replaces a run left without one.
-  local mode=()
-  if [ -d "$run/last" ]; then mode=(--resume); elif [ -n "$(ls -A "$run" 2>/dev/null)" ]; then mode=(--force); fi
+  local mode=() args=() a skip=0
+  if [ -d "$run/last" ]; then
+    mode=(--resume)
+    # The run's config.json holds what a --config file gave it, and --resume refuses the file.
+    for a in "$@"; do
+      if [ "$skip" = 1 ]; then skip=0; elif [ "$a" = --config ]; then skip=1; else args+=("$a"); fi
+    done
+    set -- ${args[@]+"${args[@]}"}
+  elif [ -n "$(ls -A "$run" 2>/dev/null)" ]; then mode=(--force); fi
   _logged groc "$verb" "$@" -o "$run" ${mode[@]+"${mode[@]}"}
   groc "$verb" "$@" -o "$run" ${mode[@]+"${mode[@]}"}
   _end

@@ -11,7 +11,7 @@ import pytest
 from groc_cli.errors import GrocError
 from groc_cli.evaluation import perplexity
 from groc_cli.evaluation.perplexity import EvalSettings, evaluate
-from tests.evaluation.conftest import groc1 as run_groc
+from tests.evaluation.conftest import TINY, groc1 as run_groc
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +110,49 @@ def test_datastore_disk_gives_the_in_memory_results(runs, states, tmp_path):
 def test_bad_datastore_settings_fail_in_one_line_before_any_work(runs, states, no_work, kw, message):
     kw = {"cache": "unbounded", "knn": 8, **kw}
     states = states if kw.pop("states", True) else None
+    with pytest.raises(GrocError, match=message) as info:
+        evaluate(runs / "tied", runs / "a", EvalSettings(device="cpu", split="valid", **kw), states_dir=states)
+    assert "\n" not in str(info.value)
+
+
+
+@pytest.fixture(scope="module")
+def spread(runs, tmp_path_factory):
+    """A tied run whose states differ (U(-1, 1) weights) and its float16 valid states. The tied
+    run above barely moves from its U(-0.05, 0.05) start: its states agree to 1e-4, so their
+    neighbours are float32 rounding noise, which FAISS and torch round differently."""
+    root = tmp_path_factory.mktemp("spread")
+    run_groc("train", runs / "a", "-o", root / "run", "--output-layer", "tied", "--init-range", "1.0", "--max-tokens",
+             "300", *TINY, check=True)
+    run_groc("dump", root / "run", runs / "a", "--split", "valid", "-o", root / "valid", "--device", "cpu", check=True)
+    return root
+
+
+def test_search_torch_gives_faiss_flat_perplexity_in_memory_and_from_disk(runs, spread):
+    kw = dict(cache="unbounded", index="Flat", knn=16, cache_weight=0.2)
+    flat = evaluate(spread / "run", runs / "a", EvalSettings(device="cpu", **kw), states_dir=spread / "valid",
+                    vocab_given=False, split_given=False)
+    r = run_groc("eval", spread / "run", runs / "a", "--states", spread / "valid", "--cache", "unbounded", "--index",
+                 "Flat", "--knn", "16", "--cache-weight", "0.2", "--search", "torch", "--device", "cpu", check=True)
+    ours = json.loads(r.stdout)
+    assert "exact nearest-neighbour search in torch on cpu" in r.stderr.decode()
+    assert ours["cache_config"]["search"] == "torch (cpu)" and ours["settings"]["search"] == "torch"
+    assert flat["cache_config"]["search"] == "faiss"  # auto on the CPU: FAISS
+    assert ours["perplexity"] == pytest.approx(flat["perplexity"], rel=1e-7)
+    assert ours["perplexity"] < flat["model_perplexity"] / 2
+    disk = evaluate(spread / "run", runs / "a", EvalSettings(device="cpu", search="torch", datastore="disk", **kw),
+                    states_dir=spread / "valid", vocab_given=False, split_given=False)
+    assert disk["perplexity"] == ours["perplexity"] and disk["cache_config"]["datastore"] == "stored_states"
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(search="torch", index="IVF4,PQ4"), "--search torch is exact search, in place of FAISS's 'Flat': give --index Flat"),
+    (dict(search="torch", cache="local"), "--search torch applies to --cache unbounded only"),
+    (dict(search="gpu"), "--search 'gpu': expected one of auto, faiss, torch"),
+    (dict(datastore="disk", index="Flat"), "or search exactly with --index Flat and --search torch"),
+])
+def test_bad_search_settings_fail_in_one_line_before_any_work(runs, states, no_work, kw, message):
+    kw = {"cache": "unbounded", "knn": 8, **kw}
     with pytest.raises(GrocError, match=message) as info:
         evaluate(runs / "tied", runs / "a", EvalSettings(device="cpu", split="valid", **kw), states_dir=states)
     assert "\n" not in str(info.value)
