@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -190,3 +191,54 @@ def test_tiny_dry_run_start_status_collect(tmp_path, data_dir, wordnet):
     assert result["overall"]["ppl_a"] == pytest.approx(rows["tied"]["test_ppl"], rel=1e-5)  # float32 log-probabilities
     evaluation = json.loads((tmp_path / "unpacked" / "ptb-groc.test.json").read_text())
     assert evaluation["perplexity"] == rows["groc"]["test_ppl"]
+
+    lease_resumes_the_window(tmp_path, data_dir, rows)
+
+
+
+LEASE = REPO / "recipes" / "gpu-lease.sh"
+
+
+def image_env(tmp_path: Path, **env) -> dict:
+    """The lent image's PATH: a python3 with torch, no groc and no python (the shims must come from the lease)."""
+    bin_dir = tmp_path / "image-bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    full = {**os.environ, **TEST_ENV, "PATH": f"{bin_dir}:/usr/bin:/bin", "RESULTS": str(tmp_path / "results"), **env}
+    full.pop("PYTHONPATH", None)
+    return full
+
+
+def test_lease_bad_arguments(tmp_path):
+    env = image_env(tmp_path, DATA=str(tmp_path))
+    for args, extra, message in [([], {}, "unknown verb ''"), (["run"], {}, "run needs one directory"),
+                                 (["pack", "x"], {}, "pack takes no arguments"),
+                                 (["run", str(tmp_path)], {}, "is not an empty directory"),
+                                 (["run", str(tmp_path / "o")], {"SECONDS_LEFT": "200"}, "leaves no minute of training"),
+                                 (["run", str(tmp_path / "o")], {"RESERVE": "1m"}, "RESERVE must be a whole number"),
+                                 (["run", str(tmp_path / "o")], {"DATASET": "wiki"}, "DATASET must be ptb or wt2")]:
+        r = subprocess.run(["bash", str(LEASE), *args], capture_output=True, text=True, env={**env, **extra})
+        assert r.returncode == 2 and message in r.stderr and len(r.stderr.splitlines()) == 1, (args, r.stderr)
+    assert not (tmp_path / "o").exists()
+
+
+def lease_resumes_the_window(tmp_path: Path, data_dir: Path, first: dict) -> None:
+    """gpu-lease.sh run on the window above, as the lent image would run it: the killed run resumes, the dead one
+    starts again, the finished ones are skipped, and DIR gets collect's 7 files and lease.log."""
+    env = image_env(tmp_path, DATA=str(data_dir), SCALE="tiny", SECONDS_LEFT="400", RESERVE="300")
+    out = tmp_path / "lease-back"
+    r = subprocess.run(["bash", str(LEASE), "run", str(out)], capture_output=True, text=True, env=env,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout + r.stderr
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["commands.log", "environment.json", "lease.log", "metrics.parquet", "per-token.parquet",
+                     "runs.json", "table2.md", "table2.parquet"], files
+    rows = {r["output"]: r for r in pq.read_table(out / "table2.parquet").to_pylist()}
+    assert list(rows) == KINDS and all(row["ended"] == "finished: max-epochs" for row in rows.values()), rows
+    for kind in ("lookup", "convolutional", "deep-residual", "adaptive", "groc"):  # not trained again
+        assert rows[kind]["test_ppl"] == first[kind]["test_ppl"]
+    assert rows["bilinear"]["test_ppl"] > 1
+    log = (out / "lease.log").read_text()
+    assert "MINUTES=1.7" in log and "collect" in log and "done in" in log
+    assert sorted(p.name for p in (tmp_path / "image-bin").iterdir()) == ["python3"]  # shims: a folder of their own
