@@ -55,7 +55,7 @@ if [ "$VERB" = pack ]; then
   for p in /.whl/ /.data/; do grep -qxF "$p" .git/info/exclude 2>/dev/null || echo "$p" >> "$(git rev-parse --git-path info/exclude)"; done
   work=${WORK:-${RESULTS:-results}/work}
   echo "$NAME: carry [\".whl\", \".data\", \"$work/$DATASET\", \"$work/$DATASET.lexicon.parquet\"]" \
-    "($(du -shc .whl .data "$work/$DATASET" "$work/$DATASET.lexicon.parquet" | tail -n 1 | cut -f1) with the repository's files)"
+    "($(du -shc .whl .data "$work/$DATASET" "$work/$DATASET.lexicon.parquet" | tail -n 1 | cut -f1), plus the repository's files)"
   echo "$NAME: command: bash recipes/gpu-lease.sh run \$OUT   (timeout_s 600; DATASET=$DATASET, MINUTES=$MINUTES)"
   exit 0
 fi
