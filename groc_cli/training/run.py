@@ -100,15 +100,25 @@ def weights_metadata(model: torch.nn.Module) -> str:
     words themselves are the run's vocab.parquet) and the tool version."""
     words = list(model.vocab)
     return json.dumps({"format": "groc-weights", "version": __version__, "model": model.config.to_dict(),
-                       "vocab_size": len(words),
-                       "vocab_sha256": hashlib.sha256("\n".join(words).encode("utf-8")).hexdigest()}, sort_keys=True)
+                       "vocab_size": len(words), "vocab_sha256": vocab_checksum(words)}, sort_keys=True)
+
+
+def vocab_checksum(words: list[str]) -> str:
+    """The checksum of a vocabulary in its order (weights record it: row i is word i)."""
+    return hashlib.sha256("\n".join(words).encode("utf-8")).hexdigest()
 
 
 def read_weights_metadata(path: Path) -> dict:
     """The metadata weights_metadata stored in ``path`` ({} for weights written before it existed)."""
     with safe_open(str(path), framework="pt") as handle:
         meta = handle.metadata() or {}
-    return json.loads(meta[WEIGHTS_KEY]) if WEIGHTS_KEY in meta else {}
+    try:
+        found = json.loads(meta[WEIGHTS_KEY]) if WEIGHTS_KEY in meta else {}
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise ValueError(f"its {WEIGHTS_KEY!r} metadata is not a JSON object")
+    return found
 
 
 def load_weights(model: torch.nn.Module, directory: Path) -> None:
@@ -122,8 +132,15 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
     retrain = f"{_retrain(directory.parent)}, or use its {other} checkpoint (--checkpoint {other})"
     try:
         stored = load_file(str(path))
-    except (SafetensorError, OSError) as exc:
+        recorded = read_weights_metadata(path)
+    except (SafetensorError, OSError, ValueError) as exc:
         raise DamagedInput(path, f"is not a readable checkpoint ({first_line(exc)})", retrain) from None
+    words = list(getattr(model, "vocab", ()))
+    if recorded.get("vocab_sha256") not in (None, vocab_checksum(words)):
+        # Same size, other order (two words swapped): every row would score another word, silently.
+        raise DamagedInput(directory.parent / "vocab.parquet", f"is not the vocabulary the weights in {path} were "
+                           f"trained with (its checksum differs from the one they record)",
+                           "restore the run's vocab.parquet, or " + _retrain(directory.parent))
     state, missing = {}, []
     for names in _alias_groups(model.state_dict()):
         # Any one name of an alias group may be stored (older runs kept another name).
@@ -140,6 +157,9 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
         found = resized[:1] or [f"missing {missing[:3]}, unexpected {unexpected[:3]}"]
         raise DamagedInput(directory.parent / "config.json", f"(with vocab.parquet) no longer describes the weights in "
                            f"{path} ({found[0]})", "restore it, or " + _retrain(directory.parent))
+    nonfinite = next((n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())), None)
+    if nonfinite is not None:
+        raise DamagedInput(path, f"holds NaN or infinite values ({nonfinite})", retrain)
     model.load_state_dict(state, strict=True)
 
 
