@@ -19,7 +19,7 @@ from ..version import __version__
 from ..artifacts import check_destination, disk_full, output_lock, read_metadata, replace_path, sha256_file, write_json
 from ..console import log
 from ..errors import GrocError, SettingError
-from ..models import Lexicon, ModelConfig, build_model, output_layer_class
+from ..models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class
 from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..text.dataset import open_dataset
 from .data import batchify, model_ids, token_counts
@@ -31,8 +31,12 @@ from .start_state import write_start_states
 
 def check_lexicon(path: Path | None, vocab: list[str], kind: str) -> Lexicon | None:
     """The lexicon table at ``path`` when output layer ``kind`` ``needs_lexicon`` (None for the
-    others), checked against the training vocabulary ``vocab`` (empty: not checked)."""
+    others), checked against the training vocabulary ``vocab`` (empty: not checked). A lexicon
+    given to an output layer that reads none is refused: it would be dropped without a word."""
     if not output_layer_class(kind).needs_lexicon:
+        if path is not None:
+            readers = " or ".join(k for k in KINDS if output_layer_class(k).needs_lexicon)
+            raise GrocError(f"--lexicon is used by --output-layer {readers} only, not by {kind}; drop --lexicon")
         return None
     if path is None:
         raise GrocError(f"--output-layer {kind} needs --lexicon LEXICON.parquet (build it with 'groc lexicon --vocab "
@@ -155,9 +159,7 @@ def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_
         train_config = TrainConfig.from_dict({**run.config["train"], **_budget_overrides(train_config)})
     else:
         check_new_run_dir(run_dir, force, rank, inputs=(run_src, dataset_dir, lexicon_path))
-    lexicon = None
-    if output_layer_class(source.model_config.output).needs_lexicon:
-        lexicon = check_lexicon(lexicon_path, [], source.model_config.output) if lexicon_path else source.read_lexicon()
+    lexicon = check_lexicon(lexicon_path, [], source.model_config.output) if lexicon_path else source.read_lexicon()
     seed_everything(train_config.seed, train_config.deterministic)
     model, old_words, old_counts = source.build("best", lexicon=lexicon, device="cpu")
     old = set(old_words)
