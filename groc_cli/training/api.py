@@ -11,12 +11,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Iterator
 
-import pyarrow.parquet as pq
 import torch
 import torch.distributed as dist
 
 from ..version import __version__
-from ..artifacts import check_destination, disk_full, output_lock, read_metadata, replace_path, sha256_file, write_json
+from ..artifacts import check_destination, disk_full, output_lock, replace_path, sha256_file, write_json
 from ..console import log
 from ..errors import GrocError, SettingError
 from ..models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class
@@ -24,7 +23,7 @@ from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..text.dataset import open_dataset
 from .data import batchify, model_ids, token_counts
 from .loop import TrainConfig, Trainer
-from .run import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, load_checkpoint, write_vocab
+from .run import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, load_checkpoint, read_lexicon, write_vocab
 from .seed import seed_everything
 from .start_state import write_start_states
 
@@ -44,16 +43,10 @@ def check_lexicon(path: Path | None, vocab: list[str], kind: str) -> Lexicon | N
     path = Path(path)
     if not path.is_file():
         raise GrocError(f"--lexicon {path}: no such file; build it with 'groc lexicon --vocab DATASET -o {path}'")
-    try:
-        meta = read_metadata(path)
-        lexicon = Lexicon.from_parquet(path)
-        words = set(pq.read_table(path, columns=["word"]).column("word").to_pylist())
-    except Exception as exc:
-        raise GrocError(f"--lexicon {path} is not a groc lexicon table ({str(exc).splitlines()[0]})") from None
-    if meta.get("stage") != "lexicon":
-        raise GrocError(f"--lexicon {path} was not written by 'groc lexicon'")
+    lexicon = read_lexicon(path, f"build it again with 'groc lexicon --vocab DATASET -o {path} --force'")
+    meta = lexicon.meta
     if (meta.get("arguments") or {}).get("vocab"):
-        missing = [w for w in vocab if w not in words]
+        missing = [w for w in vocab if w not in lexicon.words]
         if missing:
             raise GrocError(
                 f"--lexicon {path} was built for another vocabulary: {len(missing):,} of {len(vocab):,} training words "

@@ -26,9 +26,10 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from ..version import __version__
-from ..artifacts import _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
+from ..artifacts import METADATA_KEY, _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
 from ..errors import DamagedInput, GrocError
 from ..models import Lexicon, ModelConfig, build_model, output_layer_class
+from ..models.lexicon import MAX_ENTRIES
 
 RUN_FORMAT = "groc-run"
 RUN_FORMAT_VERSION = 1
@@ -53,9 +54,26 @@ _LEXICON_COLUMNS = {"word": lambda t: pa.types.is_string(t) or pa.types.is_large
 
 
 def read_lexicon(path: Path, rebuild: str) -> Lexicon:
-    """A lexicon table from 'groc lexicon'; a missing, truncated or foreign file is one DamagedInput
-    naming it and `rebuild`."""
-    return Lexicon.from_table(read_parquet(Path(path), _LEXICON_COLUMNS, rebuild))
+    """A lexicon table from 'groc lexicon' (every reader's one path); a missing, truncated, foreign
+    or inconsistent file (a word listed twice, more entries than its --max-relations or
+    --max-definition recorded) is one DamagedInput naming it and `rebuild`."""
+    table = read_parquet(Path(path), _LEXICON_COLUMNS, rebuild)
+    raw = (table.schema.metadata or {}).get(METADATA_KEY)
+    try:
+        meta = json.loads(raw) if raw else {}
+        arguments = meta.get("arguments") or {}
+    except (ValueError, AttributeError):
+        raise DamagedInput(path, "has provenance that is not a JSON object", rebuild) from None
+    if meta.get("stage") != "lexicon":
+        raise DamagedInput(path, "was not written by 'groc lexicon'", rebuild)
+    limits = {k: arguments.get(k) if isinstance(arguments.get(k), int) and 0 <= arguments[k] <= MAX_ENTRIES
+              else MAX_ENTRIES for k in ("max_relations", "max_definition")}
+    try:
+        lexicon = Lexicon.from_table(table, **limits)
+    except ValueError as exc:
+        raise DamagedInput(path, str(exc), rebuild) from None
+    lexicon.meta = meta
+    return lexicon
 
 
 def _relexicon(run_dir: Path) -> str:
