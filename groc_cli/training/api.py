@@ -15,9 +15,9 @@ import torch
 import torch.distributed as dist
 
 from ..version import __version__
-from ..artifacts import check_destination, disk_full, output_lock, replace_path, sha256_file, write_json
+from ..artifacts import check_destination, first_line, disk_full, output_lock, replace_path, sha256_file, write_json
 from ..console import log
-from ..errors import GrocError, SettingError
+from ..errors import DamagedInput, GrocError, SettingError
 from ..models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class
 from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..text.dataset import open_dataset
@@ -295,7 +295,13 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
 
     trainer = Trainer(model, train_cols, valid_cols, cfg, run_dir, device, on_epoch=on_epoch)
     if saved is not None:
-        trainer.resume(saved)
+        try:
+            trainer.resume(saved)
+        except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as exc:
+            # A trainer.pt whose fields have other types or shapes than the trainer writes: one line, not a traceback.
+            raise DamagedInput(final_dir / "last" / "trainer.pt", f"holds a training state of the wrong form "
+                               f"({first_line(exc)}), so the run cannot resume",
+                               f"re-train the run; its best checkpoint still evaluates ('groc eval --checkpoint best')") from None
         spent = trainer.spent_budget()
         if spent:
             log(f"{final_dir} has already spent its budget (--{spent} {getattr(cfg, spent.replace('-', '_')):g}): "

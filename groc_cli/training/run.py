@@ -208,13 +208,38 @@ def load_trainer_state(directory: Path) -> dict:
         raise GrocError(f"{path} not found: nothing to resume from; train without --resume")
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, KeyError, ValueError, pickle.UnpicklingError) as exc:
-        # torch's own messages (a miniz error, a bare pickle opcode) say nothing about the file.
+    except (RuntimeError, EOFError, KeyError, ValueError, pickle.UnpicklingError, OSError) as exc:
+        # torch's own messages (a miniz error, a bare pickle opcode, "Invalid argument" from a
+        # truncated zip's seek) say nothing about the file.
         raise DamagedInput(path, f"is truncated or damaged (torch.load: {type(exc).__name__}), so the run cannot resume",
                            _unusable(directory)) from None
     if not isinstance(saved, dict) or any(key not in saved for key in TRAINER_KEYS):
         raise DamagedInput(path, "is not a training state groc wrote, so the run cannot resume", _unusable(directory))
+    problem = _trainer_problem(saved)
+    if problem:
+        raise DamagedInput(path, f"holds a training state of the wrong form ({problem}), so the run cannot resume",
+                           _unusable(directory))
     return saved
+
+
+def _trainer_problem(saved: dict) -> str | None:
+    """What in a loaded trainer.pt has another type than Trainer._trainer_state writes (checked before
+    any work: a string where a number was would fail mid-training, with a traceback)."""
+    position, rng = saved["position"], saved["rng"]
+    if not isinstance(position, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 for v in position.values()):
+        return "position is not a record of numbers"
+    if not isinstance(saved["metrics"], list) or not all(isinstance(m, dict) for m in saved["metrics"]):
+        return "metrics is not a list of per-epoch records"
+    if not isinstance(saved["hidden"], list) or not all(isinstance(t, torch.Tensor) for t in saved["hidden"]):
+        return "hidden is not a list of tensors"
+    if not isinstance(saved["optimizer"], dict):
+        return "optimizer is not a state dict"
+    tensors = [saved["update_gen"]] + ([rng.get("torch")] if isinstance(rng, dict) else [])
+    if not isinstance(rng, dict) or not {"python", "numpy", "torch"} <= set(rng) or not all(
+            isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in tensors):
+        return "its random-number states are not those torch and numpy keep"
+    return None
 
 
 def _unwrap(model):
