@@ -127,9 +127,9 @@ class LoadedRun:
 
     def embed_words(self, words: Sequence[str]) -> torch.Tensor:
         """GroC: composed output embeddings [len(words), emb] of any words, seen or not."""
+        words = _words(words, "embed_words")
         if not self.composes:
             raise GrocError(f"embed_words composes words from their characters: GroC runs only (this run is {self.kind})")
-        words = list(words)
         if not words:
             return torch.empty(0, self.run.model_config.emb)
         with torch.no_grad():
@@ -176,7 +176,7 @@ class LoadedRun:
         returns (log-probs as a list of floats, the state after the final <eos>). The hidden
         states that predicted them are appended to ``hidden_out`` when given (for caches)."""
         new: dict[str, int] = {}
-        targets = self._ids(list(tokens) + [EOS], new)
+        targets = self._ids(_words(tokens, "score_tokens") + [EOS], new)
         words = list(new)
         V = len(self.vocab)
         size = V + len(words)
@@ -217,7 +217,7 @@ class LoadedRun:
         # One stream starts, as groc eval's does, from zeros; lone sentences from the start state.
         state = None if reset else self.model.init_state(1)
         for sentence in sentences:
-            tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
+            tokens = _words(sentence, "score", split=True)
             hidden: list | None = [] if memory is not None else None
             logps, carried = self.score_tokens(tokens, None if reset else state, hidden)
             state = None if reset else carried
@@ -257,7 +257,7 @@ class LoadedRun:
     def score(self, sentences: Iterable[Sequence[str] | str], reset: bool = True) -> list[SentenceScore]:
         """Score sentences (token lists, or strings split on whitespace); ``reset=False``
         reads them as one stream (the state carries over, as in ``groc eval``)."""
-        if isinstance(sentences, str):
+        if isinstance(sentences, (str, bytes, bytearray)):
             raise GrocError("score takes a list of sentences; wrap a single sentence in a list")
         return list(self.score_stream(sentences, reset))
 
@@ -265,7 +265,7 @@ class LoadedRun:
         """Next-word log-probabilities (natural log) over ``vocab`` after <eos> + ``prefix``,
         in closed vocabulary: a tensor of len(vocab) that sums (in probability) to 1.
         ``dict(zip(run.vocab, run.log_probs("the").tolist()))`` gives a word -> log-prob dict."""
-        tokens = prefix.split() if isinstance(prefix, str) else list(prefix)
+        tokens = _words(prefix, "log_probs", split=True)
         new: dict[str, int] = {}
         ids = [self.index[EOS]] + self._ids(tokens, new)
         with torch.no_grad():
@@ -279,6 +279,25 @@ class LoadedRun:
             if lp.numel() > len(self.vocab):  # renormalise over the model's own words
                 lp = lp[: len(self.vocab)] - torch.logsumexp(lp[: len(self.vocab)], 0)
         return lp.cpu()
+
+
+def _words(value, caller: str, split: bool = False) -> list[str]:
+    """The words of ``value``, a sequence of str tokens (``split``: or one str, split on whitespace,
+    where ``caller`` documents it). Every entry point checks its words here: a str where a list is
+    expected would be read one character a word, bytes or numbers as words that never occur."""
+    if isinstance(value, str):
+        if split:
+            return value.split()
+        raise GrocError(f"{caller} takes a list of words, not a str (which it would read one character a word); "
+                        f"wrap it: [{value[:20]!r}]")
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, Iterable):
+        raise GrocError(f"{caller} takes a list of str words, got {type(value).__name__}")
+    words = list(value)
+    for w in words:
+        if not isinstance(w, str) or not w or len(w.split()) != 1 or w.split()[0] != w:
+            raise GrocError(f"{caller}: each word must be a non-empty str without whitespace, got {w!r}"
+                            + (" (decode bytes first)" if isinstance(w, (bytes, bytearray)) else ""))
+    return words
 
 
 def load_run(path: str | Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union") -> LoadedRun:

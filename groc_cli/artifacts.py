@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .version import __version__
+from .console import strict_json
 from .errors import DamagedInput, GrocError
 
 METADATA_KEY = b"groc"
@@ -203,7 +204,9 @@ def _aside(final: Path, directory: bool) -> Iterator[Path]:
     succeeds and removed otherwise; a full disk becomes one line naming `final`."""
     final = Path(final)
     parent = make_parents(final)
-    prefix = f".{final.name}.incomplete-"
+    reclaim_incomplete(final)
+    # The writer's pid in the name: what a killed writer (SIGKILL, OOM) left is found and reclaimed.
+    prefix = f".{final.name}.incomplete-{os.getpid()}-"
     if directory:
         tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     else:
@@ -219,6 +222,33 @@ def _aside(final: Path, directory: bool) -> Iterator[Path]:
             raise DiskFull(final, written) from None
         raise
     replace_path(tmp, final)
+
+
+def reclaim_incomplete(final: Path) -> list[Path]:
+    """Remove what writers of ``final`` that no longer run left beside it (``.NAME.incomplete-PID-*``,
+    ``.NAME.old-PID``): a writer killed by SIGKILL or the OOM killer cleans nothing up, and a
+    dump's arrays are full size from the start. A live pid's entries are left alone. Returns
+    the paths removed."""
+    final = Path(final)
+    prefixes = (f".{final.name}.incomplete-", f".{final.name}.old-")
+    removed = []
+    for name in sorted(os.listdir(final.parent)):
+        prefix = next((p for p in prefixes if name.startswith(p)), None)
+        pid = name[len(prefix):].split("-", 1)[0] if prefix else ""
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            _remove(final.parent / name)
+            removed.append(final.parent / name)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def atomic_dir(final: Path):
@@ -301,7 +331,7 @@ def provenance(stage: str, **fields: Any) -> dict:
 
 
 def _with_provenance(schema: pa.Schema, meta: dict) -> pa.Schema:
-    return schema.with_metadata({**(schema.metadata or {}), METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+    return schema.with_metadata({**(schema.metadata or {}), METADATA_KEY: strict_json(meta, sort_keys=True).encode()})
 
 
 def write_parquet(table: pa.Table, path: Path, meta: dict, row_group_size: int | None = None) -> None:
@@ -368,8 +398,7 @@ def first_line(exc: BaseException) -> str:
 
 def write_json(obj: Any, path: Path) -> None:
     with atomic_file(path, "w") as handle:
-        json.dump(obj, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+        handle.write(strict_json(obj, indent=2, sort_keys=True) + "\n")
 
 
 def read_json(path: Path, what: str, rebuild: str = "recreate it") -> dict:

@@ -17,7 +17,7 @@ except ImportError:  # older typer depends on click itself
     from click import exceptions as click_exceptions
 
 from .version import __version__
-from .errors import GrocError, StdoutClosed, Terminated
+from .errors import GrocError, StdoutClosed, Terminated, out_of_memory
 
 from typer.core import TyperCommand, TyperGroup
 
@@ -174,8 +174,11 @@ def _main(argv: list[str] | None) -> int:
         return exc.exit_code
     except (StdoutClosed, BrokenPipeError):
         return _quiet_stdout()
-    except MemoryError:
-        print("groc: error: out of memory; use a smaller --batch-size or --chunk", file=sys.stderr)
+    except (MemoryError, RuntimeError) as exc:
+        if debug or not out_of_memory(exc):
+            raise
+        print("groc: error: out of memory (the process's memory limit, `ulimit -v`, or the machine's); use a smaller "
+              "--batch-size, --chunk or model, or raise the limit", file=sys.stderr)
         return 1
     except OSError as exc:
         if debug:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
 from typing import Any, Iterator
@@ -30,7 +31,29 @@ def emit_json(obj: Any) -> None:
     """The stage's result: one JSON object on stdout."""
     if not is_main_process():
         return
-    write_stdout(json.dumps(obj, sort_keys=True) + "\n", flush=True)
+    write_stdout(strict_json(obj, sort_keys=True) + "\n", flush=True)
+
+
+def strict_json(obj: Any, **dumps: Any) -> str:
+    """``obj`` as strict JSON, which has no NaN or infinity (Python's ``Infinity`` breaks ``jq`` and
+    every other parser): each such number is written null, and an object at the top gains
+    ``"nonfinite": {"where.it.was": "inf" | "-inf" | "nan"}``, the reason it is null."""
+    where: dict[str, str] = {}
+
+    def clean(value: Any, path: str) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            where[path] = str(value)
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(value)]
+        return value
+
+    cleaned = clean(obj, "")
+    if where and isinstance(cleaned, dict):
+        cleaned["nonfinite"] = where
+    return json.dumps(cleaned, allow_nan=False, **dumps)
 
 
 def write_stdout(text: str, flush: bool = False) -> None:

@@ -28,3 +28,15 @@ class DamagedInput(GrocError):
 class StdoutClosed(Exception):
     """The reader of stdout went away (`groc tokenize | head`): a normal end, exit status 0. Not an
     OSError, which typer would turn into exit status 1 before groc's own handler saw it."""
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation that failed: Python's MemoryError, or torch's RuntimeError
+    for it ("DefaultCPUAllocator: can't allocate memory", CUDA's out of memory), which a
+    ``ulimit -v`` or an absurd size setting gives in the middle of a library call; a size past
+    what any allocator takes, "Storage size calculation overflowed", too)."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text.lower()
+                                              or "size calculation overflowed" in text)

@@ -146,6 +146,52 @@ def read_config(path: Path) -> tuple[dict, bool]:
     return data, from_run
 
 
+def config_entries(data: dict, from_run: bool, sections: dict[str, type], fixed: tuple = ()) -> list[tuple[str, Any]]:
+    """The settings a config file gives a command whose settings are ``sections`` ({name: class}), as
+    (key, value) with key "section.name" or a flat "name". A table that is none of the command's
+    sections (a misspelt ``[trian]``, a ``[train]`` in an eval config) or one of its ``fixed``
+    sections (finetune's model) is a ValueError naming it, as an unknown flat key is: a setting
+    silently dropped would run something the user did not ask for. A run's own config.json
+    (``from_run``) describes the run as well: its other tables are left out, not refused."""
+    entries = []
+    for key, value in data.items():
+        if not isinstance(value, dict):
+            entries.append((key, value))
+        elif key in sections and key not in fixed:
+            entries.extend((f"{key}.{name}", inner) for name, inner in value.items())
+        elif not from_run:
+            if key in fixed:
+                raise ValueError(f"section [{key}] cannot be set here: this command takes its {key} settings from "
+                                 "its run; remove the section")
+            offered = ", ".join(f"[{name}]" for name in sections if name not in fixed) or "none"
+            raise ValueError(f"unknown section [{key}]: this command reads {offered} (or flat settings); "
+                             "rename or remove it")
+    return entries
+
+
+def kind_applies(cls: type, values: dict) -> set[str] | None:
+    """The settings of ``cls`` that apply to the kind ``values`` choose, for a class whose settings
+    depend on a kind (``KIND_SETTING`` and ``kind_settings``: a model's output layer, eval's cache);
+    None where all apply."""
+    if not hasattr(cls, "kind_settings"):
+        return None
+    return cls.kind_settings(values.get(cls.KIND_SETTING))
+
+
+def inapplicable(cls: type, values: dict, explicit: set[str]) -> tuple[str, str] | None:
+    """The first setting in ``explicit`` (given by a flag, a file or an override) that the chosen
+    kind does not take, with the kinds that do take it; settings left at their defaults are removed
+    from ``values`` instead (they would be dropped, and nobody asked for them)."""
+    applies = kind_applies(cls, values)
+    if applies is None:
+        return None
+    for name in [n for n in values if n not in applies]:
+        if name in explicit:
+            return name, cls.kinds_with_setting(name)
+        del values[name]
+    return None
+
+
 def parse_override(text: str) -> tuple[str, str]:
     name, eq, value = text.partition("=")
     if not eq or not name.strip():

@@ -57,6 +57,7 @@ import numpy as np
 import torch
 
 from ..artifacts import atomic_path
+from ..console import strict_json
 from ..faiss_build import faiss_or_none, load_faiss
 from ..settings import setting
 from .base import check_chunk
@@ -577,7 +578,7 @@ class UnboundedCache(ConfiguredCache):
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path.with_name(path.name + ".json")) as tmp:
-            tmp.write_text(json.dumps(meta, indent=2) + "\n")
+            tmp.write_text(strict_json(meta, indent=2) + "\n")
         with atomic_path(path) as tmp:
             faiss.write_index(index, str(tmp))
 

@@ -132,15 +132,12 @@ def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, o
             data, from_run = S.read_config(config)
         except ValueError as exc:
             raise GrocError(str(exc)) from None
-        for key, value in data.items():
-            if key in sections and isinstance(value, dict):
-                if key in fixed:
-                    continue
-                for name, inner in value.items():
-                    put(f"{key}.{name}", inner, f"--config {config}", not from_run)
-            elif key not in sections and not isinstance(value, dict):
-                put(key, value, f"--config {config}", not from_run)
-            # other tables of a run's config.json (dataset, lexicon, ...) describe the run, not settings
+        try:
+            entries = S.config_entries(data, from_run, sections, fixed)
+        except ValueError as exc:
+            raise GrocError(f"--config {config}: {exc}") from None
+        for key, value in entries:
+            put(key, value, f"--config {config}", not from_run)
     for name, value in values.items():  # flags given on the command line win over the file
         if name in owner and name in explicit and config is not None:
             put(name, _from_option(sections[owner[name]], name, value), explicit[name])
@@ -159,19 +156,16 @@ def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, o
 
 
 def _of_kind(ctx, cls: type, values: dict, origin: dict[str, str]) -> dict:
-    """``values`` without the settings of kinds other than the one they choose (``cls.KIND_SETTING``,
-    built as ``cls.class_for(kind)``); one of those given explicitly is a GrocError naming it."""
-    if not hasattr(cls, "class_for"):
-        return values
-    kind = values.get(cls.KIND_SETTING)
-    own = {f.name for f in dataclasses.fields(cls.class_for(kind))}
-    names = flags(ctx)
-    for name in [n for n in values if n not in own]:
-        if name in origin:
-            where = origin[name] if origin[name] == names.get(name) else f"{origin[name]}: {name}"
-            raise GrocError(f"{where} is a setting of {names.get(cls.KIND_SETTING, cls.KIND_SETTING)} "
-                            f"{cls.setting_scope(name)}, not of {kind}")
-        del values[name]
+    """``values`` without the settings of kinds other than the one they choose (``S.kind_applies``:
+    the output layer's, the cache's); one of those given explicitly is a GrocError naming it."""
+    found = S.inapplicable(cls, values, set(origin))
+    if found is not None:
+        name, kinds = found
+        names = flags(ctx)
+        kind = values.get(cls.KIND_SETTING)
+        where = origin[name] if origin[name] == names.get(name) else f"{origin[name]}: {name}"
+        raise GrocError(f"{where} is a setting of {names.get(cls.KIND_SETTING, cls.KIND_SETTING)} {kinds}, not of "
+                        f"{kind}; drop it or choose one of those")
     return values
 
 

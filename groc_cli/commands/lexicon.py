@@ -14,6 +14,7 @@ from ..console import emit_json, log, progress
 from ..lexicon.extract import LexiconOptions, all_single_word_lemmas, build_entries, coverage, keep_fraction
 from ..lexicon.wordnet import open_wordnet
 from ..text.dataset import vocab_for_lexicon
+from ..models.lexicon import MAX_ENTRIES
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -30,8 +31,8 @@ def lexicon(
     output: Path = typer.Option(..., "-o", "--output", help="Lexicon table to write (Parquet)."),
     vocab: Optional[list[Path]] = typer.Option(None, "--vocab", help="Dataset directory (all its types), vocab.parquet or word list; repeat to combine; default: every WordNet lemma."),
     wordnet: str = typer.Option("auto", "--wordnet", help="'auto' (NLTK's data, then Debian's /usr/share/wordnet) or a directory with WordNet's files."),
-    max_relations: int = typer.Option(3, "--max-relations", min=0, help="Most synonyms/hyponyms per word (paper B.1: 3)."),
-    max_definition: int = typer.Option(10, "--max-definition", min=0, help="Most definition tokens per word (paper B.1: 10)."),
+    max_relations: int = typer.Option(3, "--max-relations", min=0, max=MAX_ENTRIES, help="Most synonyms/hyponyms per word (paper B.1: 3)."),
+    max_definition: int = typer.Option(10, "--max-definition", min=0, max=MAX_ENTRIES, help="Most definition tokens per word (paper B.1: 10)."),
     lower: bool = typer.Option(True, "--lower/--keep-case", help="Lowercase relation and definition words, like the corpora."),
     fraction: float = typer.Option(1.0, "--keep-fraction", min=0.0, max=1.0, help="Keep this seeded random share of covered words (paper Table 4)."),
     seed: int = typer.Option(1, "--seed", help="Seed for --keep-fraction."),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 from pathlib import Path
 from typing import Optional
@@ -12,7 +11,7 @@ from typing import Optional
 import typer
 
 from ..caches.local import LocalSettings
-from ..console import write_stdout
+from ..console import strict_json, write_stdout
 from ..evaluation.settings import EvalSettings
 from ..errors import GrocError
 from ..settings import hints
@@ -99,12 +98,10 @@ def score(
                                          cache_weight=cache_weight, theta=theta, cache_size=cache_size):
             total = result.log_prob * scale
             if as_json:
-                # JSON has no infinity: a perplexity past float range is null.
-                row = {f"{base}_prob": total, "tokens": result.tokens,
-                       "perplexity": result.perplexity if math.isfinite(result.perplexity) else None}
+                row = {f"{base}_prob": total, "tokens": result.tokens, "perplexity": result.perplexity}
                 if per_word:
                     row["words"] = [[w, lp * scale] for w, lp in result.word_log_probs]
-                text = json.dumps(row)
+                text = strict_json(row)
             else:
                 cells = [f"{total:.6f}", str(result.tokens), f"{result.perplexity:.3f}"]
                 if per_word:

@@ -10,7 +10,7 @@ import typer
 from ..console import emit_json
 from ..runtime import set_threads
 from ..errors import GrocError, SettingError
-from ..models import KINDS, ModelConfig, output_layer_class
+from ..models import ModelConfig
 from ..training.api import train_new
 from ..training.loop import TrainConfig
 from . import _settings as S
@@ -57,9 +57,6 @@ def train(
         raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides)
     model_config = built["model"]
-    if lexicon is not None and not output_layer_class(model_config.output).needs_lexicon:
-        readers = " or ".join(k for k in KINDS if output_layer_class(k).needs_lexicon)
-        raise GrocError(f"--lexicon is used by --output-layer {readers} only")
     with observers(built["train"].log_every, tensorboard) as progress, S.setting_errors(ctx, SettingError):
         summary = train_new(dataset, output_dir, model_config, built["train"], lexicon, device, resume, force,
                             progress, given=S.given(ctx), verify=verify)

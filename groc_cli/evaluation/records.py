@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..artifacts import METADATA_KEY, atomic_path
+from ..console import strict_json
 
 ROW_GROUP = 1 << 17
 
@@ -28,14 +29,12 @@ class PerTokenWriter:
     """Context manager: rows are appended per chunk into a temporary file renamed on success."""
 
     def __init__(self, path: Path, split_words: list[str], model_words: list[str], model_counts: list[int], meta: dict):
-        import json
-
         self.path = Path(path)
         self.dictionary = pa.array(split_words, type=pa.string())
         index = {w: c for w, c in zip(model_words, model_counts)}
         self.in_train = np.fromiter((w in index for w in split_words), dtype=bool, count=len(split_words))
         self.freq = np.fromiter((index.get(w, 0) for w in split_words), dtype=np.int64, count=len(split_words))
-        self.schema = SCHEMA.with_metadata({METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+        self.schema = SCHEMA.with_metadata({METADATA_KEY: strict_json(meta, sort_keys=True).encode()})
         self._ctx = None
         self._writer = None
         self._pending: list[tuple] = []

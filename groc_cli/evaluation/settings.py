@@ -70,6 +70,21 @@ class EvalSettings:
         else:
             super().__setattr__(name, value)
 
+    #: The setting that picks which caches' settings apply (``settings.kind_applies``).
+    KIND_SETTING = "cache"
+
+    @classmethod
+    def kind_settings(cls, kind: str | None) -> set[str]:
+        """Eval's own settings and those of cache ``kind`` (none: no cache's): ``--knn`` with
+        ``--cache local`` is refused, not dropped."""
+        own = {f.name for f in dataclasses.fields(cls) if f.name not in _STATE}
+        chosen = CACHE_KINDS.get(kind)
+        return own | ({f.name for f in dataclasses.fields(chosen.Settings)} if chosen else set())
+
+    @classmethod
+    def kinds_with_setting(cls, name: str) -> str:
+        return ", ".join(kind for kind, c in CACHE_KINDS.items() if name in {f.name for f in dataclasses.fields(c.Settings)})
+
     @classmethod
     def settings_classes(cls) -> list[type]:
         """EvalSettings and each registered cache's Settings: every setting of groc eval

@@ -186,10 +186,30 @@ class States:
             targets = arrays["targets"][i:e].astype(np.int64)
             if not np.array_equal(targets, vocab.targets[i + 1 : e + 1]):
                 raise DamagedInput(self.path / "targets.npy", "does not match the dataset split", _redump(self.path, self.meta))
-            yield Chunk(i, np.array(arrays["hidden"][i:e], dtype=np.float32), targets,
-                        np.array(arrays["logp"][i:e], dtype=np.float64),
-                        np.array(arrays["new_mass"][i:e], dtype=np.float64) if "new_mass" in arrays else None)
+            hidden = np.array(arrays["hidden"][i:e], dtype=np.float32)
+            logp = np.array(arrays["logp"][i:e], dtype=np.float64)
+            new_mass = np.array(arrays["new_mass"][i:e], dtype=np.float64) if "new_mass" in arrays else None
+            # Cheap beside the caches' work on the same rows; a NaN row would shift every cache's result silently.
+            # logp may be -inf (a table model's new word), never NaN or +inf.
+            for name, values in (("hidden", hidden), ("logp", logp), ("new_mass", new_mass)):
+                bad = None if values is None else _nonfinite_row(values, allow_minus_inf=name == "logp")
+                if bad is not None:
+                    raise DamagedInput(self.path / f"{name}.npy", f"holds a NaN or infinite value at row {i + bad:,}",
+                                       _redump(self.path, self.meta))
+            yield Chunk(i, hidden, targets, logp, new_mass)
 
+
+def _nonfinite_row(values: np.ndarray, allow_minus_inf: bool = False) -> int | None:
+    """The first row of ``values`` holding NaN or an infinity (-inf allowed where asked), or None."""
+    bad = np.isnan(values) | (values == np.inf) if allow_minus_inf else ~np.isfinite(values)
+    if values.ndim > 1:
+        bad = bad.any(axis=tuple(range(1, values.ndim)))
+    rows = np.flatnonzero(bad)
+    return int(rows[0]) if len(rows) else None
+
+
+#: The arrays a states directory may hold (meta.json's "files" names no others).
+ARRAYS = ("hidden", "targets", "logp", "new_mass")
 
 #: What meta.json must record for the arrays to be read (the checks against the run and dataset use the rest).
 META_KEYS = ("files", "predictions", "dim", "vocab_size", "vocab", "split", "model_checksum", "dataset_checksum")
@@ -223,6 +243,11 @@ def open_states(path: Path) -> States:
     if missing or not isinstance(files, dict) or not {"hidden", "targets", "logp"} <= set(files):
         raise DamagedInput(path / "meta.json", f"does not record the dumped arrays (missing: {', '.join(missing) or 'files'})",
                            redump)
+    # meta.json names arrays, not paths: only the ones dump writes, so no name reaches outside the directory.
+    foreign = sorted(str(name) for name in files if name not in ARRAYS or not isinstance(files[name], dict))
+    if foreign:
+        raise DamagedInput(path / "meta.json", f"records arrays dump does not write ({', '.join(map(repr, foreign[:3]))}; "
+                           f"it writes {', '.join(ARRAYS)})", redump)
     n = meta["predictions"]
     arrays = {}
     for name, spec in files.items():
@@ -237,6 +262,10 @@ def open_states(path: Path) -> States:
         if list(array.shape) != expected or str(array.dtype) != spec.get("dtype"):
             raise DamagedInput(file, f"holds {list(array.shape)} {array.dtype}, but meta.json records {expected} "
                                f"{spec.get('dtype')} ({n:,} predictions)", redump)
+        # One pass over the n-long arrays is cheap; hidden (n × dim) is checked chunk by chunk as it is read.
+        bad = None if name in ("hidden", "targets") else _nonfinite_row(array, allow_minus_inf=name == "logp")
+        if bad is not None:
+            raise DamagedInput(file, f"holds a NaN or infinite value at row {bad:,}", redump)
         arrays[name] = array
     vocab_file = path / "vocab.parquet"
     words = read_parquet(vocab_file, {"word": pa.types.is_string}, redump).column("word").to_pylist()

@@ -127,6 +127,15 @@ class ModelConfig:
         return list(dict.fromkeys([ModelConfig, *(config_class(k) for k in output_kinds())]))
 
     @classmethod
+    def kind_settings(cls, kind: str | None) -> set[str]:
+        """The settings output layer ``kind`` takes (``settings.kind_applies``)."""
+        return {f.name for f in dataclasses.fields(cls.class_for(kind))}
+
+    @classmethod
+    def kinds_with_setting(cls, name: str) -> str:
+        return ", ".join(kinds_with(name))
+
+    @classmethod
     def setting_scope(cls, name: str) -> str | None:
         """The kinds a setting belongs to ("deep-residual, groc"), or None for every kind's."""
         if name in {f.name for f in dataclasses.fields(ModelConfig)}:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+#: Most relations or definition words one word may list ('groc lexicon --max-relations/--max-definition').
+MAX_ENTRIES = 1000
+
 
 @dataclass
 class Lexicon:
@@ -12,6 +15,10 @@ class Lexicon:
 
     relations: dict[str, list[str]] = field(default_factory=dict)
     definitions: dict[str, list[str]] = field(default_factory=dict)
+    #: Every word the table lists (with or without entries).
+    words: set[str] = field(default_factory=set)
+    #: The provenance of the table read ('groc lexicon''s arguments), where read from a file.
+    meta: dict = field(default_factory=dict)
 
     @classmethod
     def from_parquet(cls, path: str | Path) -> "Lexicon":
@@ -25,19 +32,33 @@ class Lexicon:
         return cls.from_table(table)
 
     @classmethod
-    def from_table(cls, table) -> "Lexicon":
-        """A pyarrow table with columns word, relations and definition."""
+    def from_table(cls, table, max_relations: int | None = None, max_definition: int | None = None) -> "Lexicon":
+        """A pyarrow table with columns word, relations and definition. A word listed twice with other
+        entries, or with more relations or definition words than ``max_*`` (what 'groc lexicon'
+        recorded; MAX_ENTRIES where nothing is recorded) is a ValueError: which entry a model
+        reads would depend on the row order, and a list's length on nothing groc bounds."""
+        limits = {"relations": MAX_ENTRIES if max_relations is None else max_relations,
+                  "definition words": MAX_ENTRIES if max_definition is None else max_definition}
         words = table.column("word").to_pylist()
         rels = table.column("relations").to_pylist()
         defs = table.column("definition").to_pylist()
         lex = cls()
+        seen: dict[str, tuple] = {}
         for w, r, d in zip(words, rels, defs):
             if w is None:
                 continue
+            entry = (tuple(r or ()), tuple(d or ()))
+            if seen.setdefault(w, entry) != entry:
+                raise ValueError(f"lists the word {w!r} twice, with different relations or definitions")
+            for what, values in (("relations", r), ("definition words", d)):
+                if values and len(values) > limits[what]:
+                    raise ValueError(f"lists {len(values):,} {what} for {w!r}, more than the {limits[what]:,} "
+                                     "'groc lexicon' writes")
             if r:
                 lex.relations[w] = [x for x in r if x]
             if d:
                 lex.definitions[w] = [x for x in d if x]
+        lex.words = set(seen)
         return lex
 
     def lookup(self, word: str, table: dict[str, list[str]], limit: int) -> list[str]:

@@ -21,6 +21,7 @@ from .common import Composed, LockedDropout, OutputLayer, uniform_
 from .config import ModelConfig
 from .lexicon import Lexicon
 from .registry import output_layer_class
+from ..errors import SettingError, out_of_memory
 
 State = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -150,5 +151,12 @@ def build_model(
     _check_vocab(vocab)
     if counts is not None and len(counts) != len(vocab):
         raise ValueError(f"counts has {len(counts)} entries for a vocabulary of {len(vocab)}")
-    layer: OutputLayer = output_layer_class(config.output).from_config(config, vocab, lexicon, generator)
-    return LanguageModel(config, layer, generator)
+    try:
+        layer: OutputLayer = output_layer_class(config.output).from_config(config, vocab, lexicon, generator)
+        return LanguageModel(config, layer, generator)
+    except (MemoryError, RuntimeError) as exc:
+        if not out_of_memory(exc):
+            raise
+        # Named by its sizes, which a config file can make absurd (emb = 1e17), not by torch's allocator.
+        raise SettingError(f"emb {config.emb} with hidden {config.hidden} and {config.layers} layers over {len(vocab):,} "
+                           "words needs more memory than this process may allocate; choose smaller sizes") from None

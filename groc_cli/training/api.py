@@ -11,28 +11,31 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Iterator
 
-import pyarrow.parquet as pq
 import torch
 import torch.distributed as dist
 
 from ..version import __version__
-from ..artifacts import check_destination, disk_full, output_lock, read_metadata, replace_path, sha256_file, write_json
+from ..artifacts import check_destination, first_line, disk_full, output_lock, replace_path, sha256_file, write_json
 from ..console import log
-from ..errors import GrocError, SettingError
-from ..models import Lexicon, ModelConfig, build_model, output_layer_class
+from ..errors import DamagedInput, GrocError, SettingError
+from ..models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class
 from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..text.dataset import open_dataset
 from .data import batchify, model_ids, token_counts
 from .loop import TrainConfig, Trainer
-from .run import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, load_checkpoint, write_vocab
+from .run import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, load_checkpoint, read_lexicon, write_vocab
 from .seed import seed_everything
 from .start_state import write_start_states
 
 
 def check_lexicon(path: Path | None, vocab: list[str], kind: str) -> Lexicon | None:
     """The lexicon table at ``path`` when output layer ``kind`` ``needs_lexicon`` (None for the
-    others), checked against the training vocabulary ``vocab`` (empty: not checked)."""
+    others), checked against the training vocabulary ``vocab`` (empty: not checked). A lexicon
+    given to an output layer that reads none is refused: it would be dropped without a word."""
     if not output_layer_class(kind).needs_lexicon:
+        if path is not None:
+            readers = " or ".join(k for k in KINDS if output_layer_class(k).needs_lexicon)
+            raise GrocError(f"--lexicon is used by --output-layer {readers} only, not by {kind}; drop --lexicon")
         return None
     if path is None:
         raise GrocError(f"--output-layer {kind} needs --lexicon LEXICON.parquet (build it with 'groc lexicon --vocab "
@@ -40,16 +43,10 @@ def check_lexicon(path: Path | None, vocab: list[str], kind: str) -> Lexicon | N
     path = Path(path)
     if not path.is_file():
         raise GrocError(f"--lexicon {path}: no such file; build it with 'groc lexicon --vocab DATASET -o {path}'")
-    try:
-        meta = read_metadata(path)
-        lexicon = Lexicon.from_parquet(path)
-        words = set(pq.read_table(path, columns=["word"]).column("word").to_pylist())
-    except Exception as exc:
-        raise GrocError(f"--lexicon {path} is not a groc lexicon table ({str(exc).splitlines()[0]})") from None
-    if meta.get("stage") != "lexicon":
-        raise GrocError(f"--lexicon {path} was not written by 'groc lexicon'")
+    lexicon = read_lexicon(path, f"build it again with 'groc lexicon --vocab DATASET -o {path} --force'")
+    meta = lexicon.meta
     if (meta.get("arguments") or {}).get("vocab"):
-        missing = [w for w in vocab if w not in words]
+        missing = [w for w in vocab if w not in lexicon.words]
         if missing:
             raise GrocError(
                 f"--lexicon {path} was built for another vocabulary: {len(missing):,} of {len(vocab):,} training words "
@@ -155,9 +152,7 @@ def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_
         train_config = TrainConfig.from_dict({**run.config["train"], **_budget_overrides(train_config)})
     else:
         check_new_run_dir(run_dir, force, rank, inputs=(run_src, dataset_dir, lexicon_path))
-    lexicon = None
-    if output_layer_class(source.model_config.output).needs_lexicon:
-        lexicon = check_lexicon(lexicon_path, [], source.model_config.output) if lexicon_path else source.read_lexicon()
+    lexicon = check_lexicon(lexicon_path, [], source.model_config.output) if lexicon_path else source.read_lexicon()
     seed_everything(train_config.seed, train_config.deterministic)
     model, old_words, old_counts = source.build("best", lexicon=lexicon, device="cpu")
     old = set(old_words)
@@ -300,7 +295,13 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
 
     trainer = Trainer(model, train_cols, valid_cols, cfg, run_dir, device, on_epoch=on_epoch)
     if saved is not None:
-        trainer.resume(saved)
+        try:
+            trainer.resume(saved)
+        except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as exc:
+            # A trainer.pt whose fields have other types or shapes than the trainer writes: one line, not a traceback.
+            raise DamagedInput(final_dir / "last" / "trainer.pt", f"holds a training state of the wrong form "
+                               f"({first_line(exc)}), so the run cannot resume",
+                               f"re-train the run; its best checkpoint still evaluates ('groc eval --checkpoint best')") from None
         spent = trainer.spent_budget()
         if spent:
             log(f"{final_dir} has already spent its budget (--{spent} {getattr(cfg, spent.replace('-', '_')):g}): "

@@ -118,6 +118,8 @@ class NonFiniteLoss(GrocError):
 
 @dataclass
 class Position:
+    """Where training stands; a trainer.pt's "position" (``_position`` checks one read back)."""
+
     epoch: int = 1
     batch: int = 0  # index into the epoch's time axis
     step: int = 0
@@ -129,6 +131,18 @@ class Position:
     best_valid: float = math.inf
     bad_epochs: int = 0
     lr_bad_epochs: int = 0
+
+
+def _position(saved) -> Position:
+    """A saved position, each field of its type (a number of another type would fail mid-training)."""
+    if not isinstance(saved, dict) or set(saved) - {f.name for f in fields(Position)}:
+        raise TypeError("position does not hold the fields of a training position")
+    for f in fields(Position):
+        value = saved.get(f.name, f.default)
+        number = (int,) if isinstance(f.default, int) else (int, float)
+        if isinstance(value, bool) or not isinstance(value, number):
+            raise TypeError(f"position.{f.name} is {type(value).__name__}, not {number[-1].__name__}")
+    return Position(**saved)
 
 
 def world() -> tuple[int, int]:
@@ -204,8 +218,12 @@ class Trainer:
         """Continue from `saved`, the trainer state that run.load_checkpoint returned (it has
         already put the checkpoint's weights into the model)."""
         self.optimizer.load_state_dict(saved["optimizer"])
-        self.pos = Position(**saved["position"])
+        self.pos = _position(saved["position"])
+        if not isinstance(saved["metrics"], list) or not all(isinstance(m, dict) for m in saved["metrics"]):
+            raise TypeError("metrics is not a list of per-epoch records")
         self.metrics = list(saved["metrics"])
+        if not isinstance(saved["hidden"], list) or not all(isinstance(t, torch.Tensor) for t in saved["hidden"]):
+            raise TypeError("hidden is not a list of tensors")
         set_rng_state(saved["rng"])
         self.update_gen.set_state(saved["update_gen"])
         flat = saved["hidden"]

@@ -26,9 +26,10 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from ..version import __version__
-from ..artifacts import _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
+from ..artifacts import METADATA_KEY, _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
 from ..errors import DamagedInput, GrocError
 from ..models import Lexicon, ModelConfig, build_model, output_layer_class
+from ..models.lexicon import MAX_ENTRIES
 
 RUN_FORMAT = "groc-run"
 RUN_FORMAT_VERSION = 1
@@ -53,9 +54,26 @@ _LEXICON_COLUMNS = {"word": lambda t: pa.types.is_string(t) or pa.types.is_large
 
 
 def read_lexicon(path: Path, rebuild: str) -> Lexicon:
-    """A lexicon table from 'groc lexicon'; a missing, truncated or foreign file is one DamagedInput
-    naming it and `rebuild`."""
-    return Lexicon.from_table(read_parquet(Path(path), _LEXICON_COLUMNS, rebuild))
+    """A lexicon table from 'groc lexicon' (every reader's one path); a missing, truncated, foreign
+    or inconsistent file (a word listed twice, more entries than its --max-relations or
+    --max-definition recorded) is one DamagedInput naming it and `rebuild`."""
+    table = read_parquet(Path(path), _LEXICON_COLUMNS, rebuild)
+    raw = (table.schema.metadata or {}).get(METADATA_KEY)
+    try:
+        meta = json.loads(raw) if raw else {}
+        arguments = meta.get("arguments") or {}
+    except (ValueError, AttributeError):
+        raise DamagedInput(path, "has provenance that is not a JSON object", rebuild) from None
+    if meta.get("stage") != "lexicon":
+        raise DamagedInput(path, "was not written by 'groc lexicon'", rebuild)
+    limits = {k: arguments.get(k) if isinstance(arguments.get(k), int) and 0 <= arguments[k] <= MAX_ENTRIES
+              else MAX_ENTRIES for k in ("max_relations", "max_definition")}
+    try:
+        lexicon = Lexicon.from_table(table, **limits)
+    except ValueError as exc:
+        raise DamagedInput(path, str(exc), rebuild) from None
+    lexicon.meta = meta
+    return lexicon
 
 
 def _relexicon(run_dir: Path) -> str:
@@ -100,15 +118,25 @@ def weights_metadata(model: torch.nn.Module) -> str:
     words themselves are the run's vocab.parquet) and the tool version."""
     words = list(model.vocab)
     return json.dumps({"format": "groc-weights", "version": __version__, "model": model.config.to_dict(),
-                       "vocab_size": len(words),
-                       "vocab_sha256": hashlib.sha256("\n".join(words).encode("utf-8")).hexdigest()}, sort_keys=True)
+                       "vocab_size": len(words), "vocab_sha256": vocab_checksum(words)}, sort_keys=True)
+
+
+def vocab_checksum(words: list[str]) -> str:
+    """The checksum of a vocabulary in its order (weights record it: row i is word i)."""
+    return hashlib.sha256("\n".join(words).encode("utf-8")).hexdigest()
 
 
 def read_weights_metadata(path: Path) -> dict:
     """The metadata weights_metadata stored in ``path`` ({} for weights written before it existed)."""
     with safe_open(str(path), framework="pt") as handle:
         meta = handle.metadata() or {}
-    return json.loads(meta[WEIGHTS_KEY]) if WEIGHTS_KEY in meta else {}
+    try:
+        found = json.loads(meta[WEIGHTS_KEY]) if WEIGHTS_KEY in meta else {}
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise ValueError(f"its {WEIGHTS_KEY!r} metadata is not a JSON object")
+    return found
 
 
 def load_weights(model: torch.nn.Module, directory: Path) -> None:
@@ -122,8 +150,15 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
     retrain = f"{_retrain(directory.parent)}, or use its {other} checkpoint (--checkpoint {other})"
     try:
         stored = load_file(str(path))
-    except (SafetensorError, OSError) as exc:
+        recorded = read_weights_metadata(path)
+    except (SafetensorError, OSError, ValueError) as exc:
         raise DamagedInput(path, f"is not a readable checkpoint ({first_line(exc)})", retrain) from None
+    words = list(getattr(model, "vocab", ()))
+    if recorded.get("vocab_sha256") not in (None, vocab_checksum(words)):
+        # Same size, other order (two words swapped): every row would score another word, silently.
+        raise DamagedInput(directory.parent / "vocab.parquet", f"is not the vocabulary the weights in {path} were "
+                           f"trained with (its checksum differs from the one they record)",
+                           "restore the run's vocab.parquet, or " + _retrain(directory.parent))
     state, missing = {}, []
     for names in _alias_groups(model.state_dict()):
         # Any one name of an alias group may be stored (older runs kept another name).
@@ -140,6 +175,9 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
         found = resized[:1] or [f"missing {missing[:3]}, unexpected {unexpected[:3]}"]
         raise DamagedInput(directory.parent / "config.json", f"(with vocab.parquet) no longer describes the weights in "
                            f"{path} ({found[0]})", "restore it, or " + _retrain(directory.parent))
+    nonfinite = next((n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())), None)
+    if nonfinite is not None:
+        raise DamagedInput(path, f"holds NaN or infinite values ({nonfinite})", retrain)
     model.load_state_dict(state, strict=True)
 
 
@@ -170,13 +208,38 @@ def load_trainer_state(directory: Path) -> dict:
         raise GrocError(f"{path} not found: nothing to resume from; train without --resume")
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, KeyError, ValueError, pickle.UnpicklingError) as exc:
-        # torch's own messages (a miniz error, a bare pickle opcode) say nothing about the file.
+    except (RuntimeError, EOFError, KeyError, ValueError, pickle.UnpicklingError, OSError) as exc:
+        # torch's own messages (a miniz error, a bare pickle opcode, "Invalid argument" from a
+        # truncated zip's seek) say nothing about the file.
         raise DamagedInput(path, f"is truncated or damaged (torch.load: {type(exc).__name__}), so the run cannot resume",
                            _unusable(directory)) from None
     if not isinstance(saved, dict) or any(key not in saved for key in TRAINER_KEYS):
         raise DamagedInput(path, "is not a training state groc wrote, so the run cannot resume", _unusable(directory))
+    problem = _trainer_problem(saved)
+    if problem:
+        raise DamagedInput(path, f"holds a training state of the wrong form ({problem}), so the run cannot resume",
+                           _unusable(directory))
     return saved
+
+
+def _trainer_problem(saved: dict) -> str | None:
+    """What in a loaded trainer.pt has another type than Trainer._trainer_state writes (checked before
+    any work: a string where a number was would fail mid-training, with a traceback)."""
+    position, rng = saved["position"], saved["rng"]
+    if not isinstance(position, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 for v in position.values()):
+        return "position is not a record of numbers"
+    if not isinstance(saved["metrics"], list) or not all(isinstance(m, dict) for m in saved["metrics"]):
+        return "metrics is not a list of per-epoch records"
+    if not isinstance(saved["hidden"], list) or not all(isinstance(t, torch.Tensor) for t in saved["hidden"]):
+        return "hidden is not a list of tensors"
+    if not isinstance(saved["optimizer"], dict):
+        return "optimizer is not a state dict"
+    tensors = [saved["update_gen"]] + ([rng.get("torch")] if isinstance(rng, dict) else [])
+    if not isinstance(rng, dict) or not {"python", "numpy", "torch"} <= set(rng) or not all(
+            isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in tensors):
+        return "its random-number states are not those torch and numpy keep"
+    return None
 
 
 def _unwrap(model):

@@ -18,9 +18,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..artifacts import _umask, atomic_path
+from ..artifacts import _umask, atomic_path, first_line
+from ..errors import DamagedInput
 from ..text.dataset import EOS
-from .run import _unwrap, load_weights
+from .run import _retrain, _unwrap, load_weights
 
 FILE = "start_state.safetensors"
 MAX_LINES = 1000
@@ -61,23 +62,32 @@ def save_start_state(state, directory: Path) -> None:
 
 
 def load_start_state(directory: Path, model):
-    """A checkpoint's start state for ``model`` (batch size 1), or None: absent (runs written
-    before start states, datasets without ``<eos>``) or not matching the model's layers."""
+    """A checkpoint's start state for ``model`` (batch size 1), or None where the checkpoint has
+    none (runs written before start states, datasets without ``<eos>``). A file that is there but
+    unreadable, of another shape than the model's layers, or not finite is one DamagedInput: scoring
+    from zeros instead would print a much worse perplexity without a word."""
     path = Path(directory) / FILE
     if not path.exists():
         return None
+    fix = (f"{_retrain(Path(directory).parent)}, or delete {path} to score lines from the zero state "
+           "(as runs written before start states)")
     try:
         stored = load_file(str(path))
-    except (SafetensorError, OSError):
-        return None
+    except (SafetensorError, OSError) as exc:
+        raise DamagedInput(path, f"is not a readable start state, truncated or damaged ({first_line(exc)})", fix) from None
     zeros = model.init_state(1)
     state = []
     for i, (h0, c0) in enumerate(zeros):
-        h, c = stored.get(f"h.{i}"), stored.get(f"c.{i}")
-        if h is None or c is None or h.shape != h0.shape or c.shape != c0.shape:
-            return None
-        state.append((h.to(h0), c.to(c0)))
-    return state if len(stored) == 2 * len(zeros) else None
+        for name, value, like in ((f"h.{i}", stored.get(f"h.{i}"), h0), (f"c.{i}", stored.get(f"c.{i}"), c0)):
+            if value is None or value.shape != like.shape:
+                shape = "missing" if value is None else list(value.shape)
+                raise DamagedInput(path, f"does not fit the model ({name}: {shape}, the model's is {list(like.shape)})", fix)
+            if not bool(torch.isfinite(value).all()):
+                raise DamagedInput(path, f"holds NaN or infinite values ({name})", fix)
+        state.append((stored[f"h.{i}"].to(h0), stored[f"c.{i}"].to(c0)))
+    if len(stored) != 2 * len(zeros):
+        raise DamagedInput(path, f"holds {len(stored)} tensors, the model's {len(zeros)} layers need {2 * len(zeros)}", fix)
+    return state
 
 
 def write_start_states(model, ids: torch.Tensor, run_dir: Path) -> None:
