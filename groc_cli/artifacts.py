@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -37,10 +38,30 @@ STAGE_KINDS = {"lexicon": "lexicon table", "eval": "per-token table", "eval --gr
                "compare": "comparison table"}
 
 
+#: Entries that are not regular files or directories, by their stat type. groc writes an output
+#: beside its destination and renames it into place, which would replace a device node with a
+#: regular file; opening one to look at it (a FIFO) can block forever.
+SPECIAL_KINDS = ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"), (stat.S_ISFIFO, "FIFO"),
+                 (stat.S_ISSOCK, "socket"))
+
+
+def special_kind(path: Path) -> str | None:
+    """The kind of a special file at `path` (followed through symbolic links), or None for a regular
+    file, a directory or nothing. Decided by stat alone: nothing is opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((kind for test, kind in SPECIAL_KINDS if test(mode)), None)
+
+
 def output_kind(path: Path) -> str:
-    """What an existing path is, in the words the --force check uses: a groc output by its marker
-    file or Parquet stage, a part of a groc output directory, or a plain file or directory."""
+    """What an existing path is, in the words the --force check uses: a special file by its type, a
+    groc output by its marker file or Parquet stage, a part of a groc output directory, or a plain
+    file or directory."""
     path = Path(path)
+    if special := special_kind(path):
+        return special
     is_dir = path.is_dir()
     if is_dir and (kind := _directory_kind(path)):
         return kind
@@ -83,9 +104,13 @@ def _within(path: str, root: str) -> bool:
 
 def check_destination(path: Path, force: bool, flag: str = "-o", kind: str | None = None,
                       inputs: tuple = ()) -> None:
-    """Refuse an output that is one of the stage's inputs (or holds one), an existing output
-    without --force, an existing path of another kind even with --force; check the parent."""
+    """Refuse an output that is one of the stage's inputs (or holds one), a special file (device,
+    FIFO, socket) with or without --force, an existing output without --force, an existing path of
+    another kind even with --force; check the parent."""
     path = Path(path)
+    if special := special_kind(path):
+        raise GrocError(f"{flag} {path} is a {special}, not a regular file or directory; groc writes (and --force "
+                        f"replaces) only those: choose another {flag}")
     real = os.path.realpath(path)
     for given in inputs:
         if given is None or str(given) == "-":

@@ -178,6 +178,45 @@ def test_force_never_replaces_another_kind_of_output_nor_an_input(work, tmp_path
     assert text.read_text() == "a few words\n"
 
 
+def special_files(directory: Path) -> dict[str, Path]:
+    """A FIFO, a socket and (root only) a character device like /dev/full, made in `directory`."""
+    import socket
+
+    made = {"FIFO": directory / "fifo", "socket": directory / "sock"}
+    os.mkfifo(made["FIFO"])
+    with socket.socket(socket.AF_UNIX) as sock:  # the entry outlives the socket object
+        sock.bind(str(made["socket"]))
+    with contextlib.suppress(PermissionError, OSError):
+        os.mknod(directory / "full", 0o666 | 0o020000, os.makedev(1, 7))  # S_IFCHR: /dev/full's numbers
+        made["character device"] = directory / "full"
+    return made
+
+
+def test_force_never_replaces_nor_opens_a_special_file(work, tmp_path):
+    """A device node, a FIFO or a socket as an output is refused at once in one line, with or without
+    --force: --force replaced /dev/full with a regular file and blocked forever opening a FIFO."""
+    text = tmp_path / "text.txt"
+    text.write_text("a few words\n")
+    made = special_files(tmp_path)
+    if "character device" not in made and os.path.exists("/dev/full"):  # no mknod here: the real one
+        made["character device"] = Path("/dev/full")
+    for kind, path in made.items():
+        before = os.stat(path)
+        for args, flag in [(("tokenize", text, "-o", path), "-o"), (("plot", work / "run", "-o", path), "-o"),
+                           (("eval", work / "run", work / "data", "--split", "valid", "--per-token", path), "--per-token")]:
+            for force in [("--force",)] + ([()] if args[0] == "tokenize" else []):
+                try:
+                    r = subprocess.run([sys.executable, "-m", "groc_cli", *map(str, args), *force], capture_output=True,
+                                       env={**os.environ, **TEST_ENV}, timeout=300)
+                except subprocess.TimeoutExpired:
+                    raise AssertionError(f"{args} {force} blocked on the {kind}") from None
+                line = one_error_line(r)
+                assert r.returncode == 2 and f"{flag} {path} is a {kind}" in line, (args, force, line)
+            after = os.stat(path)
+            assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
+    assert leftovers(tmp_path) == []
+
+
 def test_eval_outputs_are_never_their_inputs(work, tmp_path):
     per_token = tmp_path / "a.parquet"
     run_groc("eval", work / "run", work / "data", "--split", "valid", "--per-token", per_token, check=True)
