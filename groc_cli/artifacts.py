@@ -223,27 +223,74 @@ def replace_path(tmp: Path, final: Path) -> None:
 
 
 @contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive in the block take effect after it (in the main thread; the
+    handlers run in the main thread anyway), so a run of renames is not cut in the middle."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    kept = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        kept[signum] = signal.getsignal(signum)
+        if kept[signum] not in (signal.SIG_IGN, None):
+            signal.signal(signum, lambda number, frame: caught.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in kept.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def atomic_group(where: Path) -> Iterator[Callable[..., Path]]:
+    """Several outputs built aside together and swapped in together: the block gets `aside(final,
+    directory=False)`, a new temporary file or directory beside each `final`. Only when the block
+    has written every one of them are they renamed into place, one after another with signals
+    deferred (renames need no space, so a full disk cannot stop them half-way); if the block fails,
+    every temporary entry is removed and every `final` is as it was. A full disk becomes one line
+    naming `where`."""
+    made: list[tuple[Path, Path]] = []
+
+    def aside(final: Path, directory: bool = False) -> Path:
+        final = Path(final)
+        parent = make_parents(final)
+        prefix = f".{final.name}.incomplete-"
+        if directory:
+            tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        else:
+            fd, name = tempfile.mkstemp(prefix=prefix, dir=parent)
+            os.close(fd)
+            tmp = Path(name)
+        made.append((tmp, final))
+        return tmp
+
+    try:
+        yield aside
+    except BaseException as exc:
+        written = sum(_size(tmp) for tmp, _ in made)
+        for tmp, _ in made:
+            _remove(tmp)
+        if disk_full(exc, Path(where).parent if str(Path(where).parent) else Path(".")):
+            raise DiskFull(where, written) from None
+        raise
+    with _signals_deferred():
+        for tmp, final in made:
+            replace_path(tmp, final)
+
+
+@contextlib.contextmanager
 def _aside(final: Path, directory: bool) -> Iterator[Path]:
     """A new temporary file or directory beside `final`, swapped into place only if the block
     succeeds and removed otherwise; a full disk becomes one line naming `final`."""
-    final = Path(final)
-    parent = make_parents(final)
-    prefix = f".{final.name}.incomplete-"
-    if directory:
-        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    else:
-        fd, name = tempfile.mkstemp(prefix=prefix, dir=parent)
-        os.close(fd)
-        tmp = Path(name)
-    try:
-        yield tmp
-    except BaseException as exc:
-        written = _size(tmp)
-        _remove(tmp)
-        if disk_full(exc, parent):
-            raise DiskFull(final, written) from None
-        raise
-    replace_path(tmp, final)
+    with atomic_group(final) as aside:
+        yield aside(final, directory)
 
 
 def atomic_dir(final: Path):

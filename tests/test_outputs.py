@@ -296,6 +296,34 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(work, tmp_path):
         assert list(disk.iterdir()) == []
 
 
+def test_a_checkpoint_that_does_not_fit_keeps_the_previous_one_whole(work, tmp_path):
+    """ENOSPC while `train --resume` writes its next checkpoint: best/, metrics.parquet and
+    steps.parquet were replaced (and best/'s start state deleted) while last/ stayed at the old step.
+    A checkpoint is all of a run's state or none: the run must be byte for byte as it was."""
+    import shutil
+
+    def pages(path: Path) -> int:
+        return sum(-(-p.stat().st_size // 4096) * 4096 for p in path.rglob("*") if p.is_file())
+
+    weights = (work / "run" / "best" / "model.safetensors").stat().st_size
+    # Room for one more weights file (a new best/), not for the new last/ (weights and Adam's two moments).
+    size = pages(work / "run") + 4096 * (-(-3 * weights // 2 // 4096)) + 8 * 4096
+    with small_disk(tmp_path / "disk", str(size)) as disk:
+        run = disk / "run"
+        shutil.copytree(work / "run", run)
+        before = digest(run)
+        r = run_groc("train", work / "data", "-o", run, "--resume", "--max-epochs", "3")
+        err = r.stderr.decode()
+        line = err.strip().splitlines()[-1]
+        assert r.returncode == 1 and "Traceback" not in err and line.startswith("groc: error: no space left"), err
+        assert str(run) in line and "--resume" in line
+        assert digest(run) == before and leftovers(run) == [] and leftovers(disk) == []
+        # Room again: the same command resumes from the kept checkpoint.
+        subprocess.run(["mount", "-o", f"remount,size={size * 4}", str(disk)], check=True)
+        run_groc("train", work / "data", "-o", run, "--resume", "--max-epochs", "2", check=True)
+        assert digest(run) != before and leftovers(run) == []
+
+
 @pytest.mark.parametrize("args,flag", [
     (["--lr", "inf"], "--lr"), (["--max-minutes", "nan"], "--max-minutes"), (["--dropout", "nan"], "--dropout"),
     (["--init-range", "inf"], "--init-range"), (["--lr-decay", "0"], "--lr-decay"),
