@@ -35,6 +35,7 @@ from .errors import GrocError
 from .caches.local import DEFAULT_WINDOW, LocalSettings
 from .evaluation.perplexity import TABLE_UNION_UNIFORM
 from .evaluation.settings import EvalSettings
+from .evaluation.stream import rows_per_block
 from .runtime import resolve_device
 from .text.dataset import EOS, UNK
 from .training.run import Run
@@ -44,6 +45,8 @@ VOCAB_MODES = ("union", "model")
 #: Composed embeddings of words outside the model's vocabulary kept between sentences (GroC);
 #: the memo is emptied when it grows past this, so memory stays bounded on endless input.
 NEW_WORD_MEMO = 50_000
+#: Positions one LSTM call of score_tokens runs (as eval's chunk); the state carries across them.
+SCORE_CHUNK = 256
 
 
 @dataclass
@@ -186,17 +189,31 @@ class LoadedRun:
             unk = self.index[UNK]
             # Table models read new words as <unk>; GroC reads their composed input rows.
             inputs = [eos] + [t if (t < V or self.composes) else unk for t in targets[:-1]]
-            x = torch.tensor(inputs, dtype=torch.long, device=self.device).view(-1, 1)
             if state is None:
                 state = self.start_state()
-            hidden, state = self.model(x, state, composed)
+            # Time chunks with the state carried, and the softmax of each chunk in row blocks, as
+            # eval's model_chunks: memory is bounded by the chunk and LOGIT_BYTES, not by the line
+            # (a 5-million-character line built a 23.7 GB tokens x vocabulary matrix).
+            rows = rows_per_block(size if self.composes else V)
+            pieces, hidden_parts = [], []
+            for i in range(0, len(inputs), SCORE_CHUNK):
+                x = torch.tensor(inputs[i : i + SCORE_CHUNK], dtype=torch.long, device=self.device).view(-1, 1)
+                hidden, state = self.model(x, state, composed)
+                h = hidden[:, 0].float()
+                if hidden_out is not None:
+                    hidden_parts.append(h.cpu().numpy())
+                y = torch.tensor(targets[i : i + SCORE_CHUNK], dtype=torch.long, device=self.device)
+                for s in range(0, len(y), rows):
+                    lp = composed.log_probs(h[s : s + rows])
+                    out_size = lp.size(1)
+                    block = y[s : s + rows]
+                    logp = lp.gather(1, block.clamp(max=out_size - 1)[:, None])[:, 0].double()
+                    pieces.append(torch.where(block >= out_size, torch.full_like(logp, -math.inf), logp))
             if hidden_out is not None:
-                hidden_out.append(hidden[:, 0].float().cpu().numpy())
-            lp = composed.log_probs(hidden[:, 0].float()).double()
-            y = torch.tensor(targets, dtype=torch.long, device=self.device)
-            out_size = lp.size(1)
-            logp = lp.gather(1, y.clamp(max=out_size - 1)[:, None])[:, 0]
-            logp = torch.where(y >= out_size, torch.full_like(logp, -math.inf), logp)
+                import numpy as np
+
+                hidden_out.append(np.concatenate(hidden_parts))
+            logp = torch.cat(pieces)
             if self.vocab_mode == "union" and not self.composes:
                 u = TABLE_UNION_UNIFORM
                 logp = torch.logaddexp(math.log1p(-u) + logp, torch.full_like(logp, math.log(u) - math.log(size)))

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -38,10 +39,30 @@ STAGE_KINDS = {"lexicon": "lexicon table", "eval": "per-token table", "eval --gr
                "compare": "comparison table"}
 
 
+#: Entries that are not regular files or directories, by their stat type. groc writes an output
+#: beside its destination and renames it into place, which would replace a device node with a
+#: regular file; opening one to look at it (a FIFO) can block forever.
+SPECIAL_KINDS = ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"), (stat.S_ISFIFO, "FIFO"),
+                 (stat.S_ISSOCK, "socket"))
+
+
+def special_kind(path: Path) -> str | None:
+    """The kind of a special file at `path` (followed through symbolic links), or None for a regular
+    file, a directory or nothing. Decided by stat alone: nothing is opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((kind for test, kind in SPECIAL_KINDS if test(mode)), None)
+
+
 def output_kind(path: Path) -> str:
-    """What an existing path is, in the words the --force check uses: a groc output by its marker
-    file or Parquet stage, a part of a groc output directory, or a plain file or directory."""
+    """What an existing path is, in the words the --force check uses: a special file by its type, a
+    groc output by its marker file or Parquet stage, a part of a groc output directory, or a plain
+    file or directory."""
     path = Path(path)
+    if special := special_kind(path):
+        return special
     is_dir = path.is_dir()
     if is_dir and (kind := _directory_kind(path)):
         return kind
@@ -84,9 +105,13 @@ def _within(path: str, root: str) -> bool:
 
 def check_destination(path: Path, force: bool, flag: str = "-o", kind: str | None = None,
                       inputs: tuple = ()) -> None:
-    """Refuse an output that is one of the stage's inputs (or holds one), an existing output
-    without --force, an existing path of another kind even with --force; check the parent."""
+    """Refuse an output that is one of the stage's inputs (or holds one), a special file (device,
+    FIFO, socket) with or without --force, an existing output without --force, an existing path of
+    another kind even with --force; check the parent."""
     path = Path(path)
+    if special := special_kind(path):
+        raise GrocError(f"{flag} {path} is a {special}, not a regular file or directory; groc writes (and --force "
+                        f"replaces) only those: choose another {flag}")
     real = os.path.realpath(path)
     for given in inputs:
         if given is None or str(given) == "-":
@@ -199,29 +224,76 @@ def replace_path(tmp: Path, final: Path) -> None:
 
 
 @contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive in the block take effect after it (in the main thread; the
+    handlers run in the main thread anyway), so a run of renames is not cut in the middle."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    kept = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        kept[signum] = signal.getsignal(signum)
+        if kept[signum] not in (signal.SIG_IGN, None):
+            signal.signal(signum, lambda number, frame: caught.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in kept.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def atomic_group(where: Path) -> Iterator[Callable[..., Path]]:
+    """Several outputs built aside together and swapped in together: the block gets `aside(final,
+    directory=False)`, a new temporary file or directory beside each `final`. Only when the block
+    has written every one of them are they renamed into place, one after another with signals
+    deferred (renames need no space, so a full disk cannot stop them half-way); if the block fails,
+    every temporary entry is removed and every `final` is as it was. A full disk becomes one line
+    naming `where`."""
+    made: list[tuple[Path, Path]] = []
+
+    def aside(final: Path, directory: bool = False) -> Path:
+        final = Path(final)
+        parent = make_parents(final)
+        reclaim_incomplete(final)
+        # The writer's pid in the name: what a killed writer (SIGKILL, OOM) left is found and reclaimed.
+        prefix = f".{final.name}.incomplete-{os.getpid()}-"
+        if directory:
+            tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        else:
+            fd, name = tempfile.mkstemp(prefix=prefix, dir=parent)
+            os.close(fd)
+            tmp = Path(name)
+        made.append((tmp, final))
+        return tmp
+
+    try:
+        yield aside
+    except BaseException as exc:
+        written = sum(_size(tmp) for tmp, _ in made)
+        for tmp, _ in made:
+            _remove(tmp)
+        if disk_full(exc, Path(where).parent if str(Path(where).parent) else Path(".")):
+            raise DiskFull(where, written) from None
+        raise
+    with _signals_deferred():
+        for tmp, final in made:
+            replace_path(tmp, final)
+
+
+@contextlib.contextmanager
 def _aside(final: Path, directory: bool) -> Iterator[Path]:
     """A new temporary file or directory beside `final`, swapped into place only if the block
     succeeds and removed otherwise; a full disk becomes one line naming `final`."""
-    final = Path(final)
-    parent = make_parents(final)
-    reclaim_incomplete(final)
-    # The writer's pid in the name: what a killed writer (SIGKILL, OOM) left is found and reclaimed.
-    prefix = f".{final.name}.incomplete-{os.getpid()}-"
-    if directory:
-        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    else:
-        fd, name = tempfile.mkstemp(prefix=prefix, dir=parent)
-        os.close(fd)
-        tmp = Path(name)
-    try:
-        yield tmp
-    except BaseException as exc:
-        written = _size(tmp)
-        _remove(tmp)
-        if disk_full(exc, parent):
-            raise DiskFull(final, written) from None
-        raise
-    replace_path(tmp, final)
+    with atomic_group(final) as aside:
+        yield aside(final, directory)
 
 
 def reclaim_incomplete(final: Path) -> list[Path]:

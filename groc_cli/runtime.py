@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from .console import log
+from .cores import bounded_threads, cpu_count  # noqa: F401 (cpu_count is used by callers of runtime)
 from .errors import GrocError
 
 
@@ -25,14 +26,6 @@ def resolve_device(name: str) -> torch.device:
     if name not in ("cpu",) and not name.startswith("cuda"):
         raise GrocError(f"--device {name!r}: expected auto, cpu, cuda or cuda:N")
     return torch.device(name)
-
-
-def cpu_count() -> int:
-    """The cores this process may run on (its affinity mask, as taskset and containers set it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def _cpu_ticks(cpus: set[int]) -> tuple[int, int]:
@@ -76,9 +69,9 @@ def default_threads(cpus: int | None = None, busy: int | None = None, env: dict 
     runs of 2 threads each on 2 cores; docs/benchmarks.md)."""
     env = os.environ if env is None else env
     given = env.get("OMP_NUM_THREADS", "").strip()
-    if given.isdigit() and int(given) >= 1:
-        return int(given)
     cpus = cpu_count() if cpus is None else cpus
+    if given.isdigit() and int(given) >= 1:
+        return bounded_threads(int(given), "OMP_NUM_THREADS", cpus)
     share = max(1, cpus // max(int(env.get("LOCAL_WORLD_SIZE", "1") or 1), 1))
     busy = busy_cores() if busy is None else busy
     return max(1, min(share, cpus - busy))
@@ -191,7 +184,7 @@ def set_threads(spec: str | int) -> int:
     if text == "auto":
         n = claim_auto_threads()
     elif text.isdigit() and int(text) >= 1:
-        n = int(text)
+        n = bounded_threads(int(text))
     else:
         raise GrocError(f"--threads {spec!r}: expected a whole number of at least 1, or auto")
     _apply_threads(n)

@@ -178,6 +178,45 @@ def test_force_never_replaces_another_kind_of_output_nor_an_input(work, tmp_path
     assert text.read_text() == "a few words\n"
 
 
+def special_files(directory: Path) -> dict[str, Path]:
+    """A FIFO, a socket and (root only) a character device like /dev/full, made in `directory`."""
+    import socket
+
+    made = {"FIFO": directory / "fifo", "socket": directory / "sock"}
+    os.mkfifo(made["FIFO"])
+    with socket.socket(socket.AF_UNIX) as sock:  # the entry outlives the socket object
+        sock.bind(str(made["socket"]))
+    with contextlib.suppress(PermissionError, OSError):
+        os.mknod(directory / "full", 0o666 | 0o020000, os.makedev(1, 7))  # S_IFCHR: /dev/full's numbers
+        made["character device"] = directory / "full"
+    return made
+
+
+def test_force_never_replaces_nor_opens_a_special_file(work, tmp_path):
+    """A device node, a FIFO or a socket as an output is refused at once in one line, with or without
+    --force: --force replaced /dev/full with a regular file and blocked forever opening a FIFO."""
+    text = tmp_path / "text.txt"
+    text.write_text("a few words\n")
+    made = special_files(tmp_path)
+    if "character device" not in made and os.path.exists("/dev/full"):  # no mknod here: the real one
+        made["character device"] = Path("/dev/full")
+    for kind, path in made.items():
+        before = os.stat(path)
+        for args, flag in [(("tokenize", text, "-o", path), "-o"), (("plot", work / "run", "-o", path), "-o"),
+                           (("eval", work / "run", work / "data", "--split", "valid", "--per-token", path), "--per-token")]:
+            for force in [("--force",)] + ([()] if args[0] == "tokenize" else []):
+                try:
+                    r = subprocess.run([sys.executable, "-m", "groc_cli", *map(str, args), *force], capture_output=True,
+                                       env={**os.environ, **TEST_ENV}, timeout=300)
+                except subprocess.TimeoutExpired:
+                    raise AssertionError(f"{args} {force} blocked on the {kind}") from None
+                line = one_error_line(r)
+                assert r.returncode == 2 and f"{flag} {path} is a {kind}" in line, (args, force, line)
+            after = os.stat(path)
+            assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
+    assert leftovers(tmp_path) == []
+
+
 def test_eval_outputs_are_never_their_inputs(work, tmp_path):
     per_token = tmp_path / "a.parquet"
     run_groc("eval", work / "run", work / "data", "--split", "valid", "--per-token", per_token, check=True)
@@ -255,6 +294,34 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(work, tmp_path):
         assert r.returncode == 1 and "Traceback" not in err and line.startswith("groc: error: no space left")
         assert str(disk / "run") in line and "bytes" in line and "nothing was trained" in line
         assert list(disk.iterdir()) == []
+
+
+def test_a_checkpoint_that_does_not_fit_keeps_the_previous_one_whole(work, tmp_path):
+    """ENOSPC while `train --resume` writes its next checkpoint: best/, metrics.parquet and
+    steps.parquet were replaced (and best/'s start state deleted) while last/ stayed at the old step.
+    A checkpoint is all of a run's state or none: the run must be byte for byte as it was."""
+    import shutil
+
+    def pages(path: Path) -> int:
+        return sum(-(-p.stat().st_size // 4096) * 4096 for p in path.rglob("*") if p.is_file())
+
+    weights = (work / "run" / "best" / "model.safetensors").stat().st_size
+    # Room for one more weights file (a new best/), not for the new last/ (weights and Adam's two moments).
+    size = pages(work / "run") + 4096 * (-(-3 * weights // 2 // 4096)) + 8 * 4096
+    with small_disk(tmp_path / "disk", str(size)) as disk:
+        run = disk / "run"
+        shutil.copytree(work / "run", run)
+        before = digest(run)
+        r = run_groc("train", work / "data", "-o", run, "--resume", "--max-epochs", "3")
+        err = r.stderr.decode()
+        line = err.strip().splitlines()[-1]
+        assert r.returncode == 1 and "Traceback" not in err and line.startswith("groc: error: no space left"), err
+        assert str(run) in line and "--resume" in line
+        assert digest(run) == before and leftovers(run) == [] and leftovers(disk) == []
+        # Room again: the same command resumes from the kept checkpoint.
+        subprocess.run(["mount", "-o", f"remount,size={size * 4}", str(disk)], check=True)
+        run_groc("train", work / "data", "-o", run, "--resume", "--max-epochs", "2", check=True)
+        assert digest(run) != before and leftovers(run) == []
 
 
 @pytest.mark.parametrize("args,flag", [

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from groc_cli.errors import GrocError
-from groc_cli.runtime import default_threads, set_threads
+from groc_cli.runtime import cpu_count, default_threads, set_threads
 from tests.conftest import REPO, run_groc
 
 
@@ -18,7 +18,8 @@ from tests.conftest import REPO, run_groc
     (16, 3, {}, 13),                                 # 16 cores, 3 busy
     (16, 0, {"LOCAL_WORLD_SIZE": "4"}, 4),           # torchrun, 4 processes on the node: a quarter each
     (16, 14, {"LOCAL_WORLD_SIZE": "4"}, 2),          # ... and fewer when the node is busy
-    (2, 2, {"OMP_NUM_THREADS": "3"}, 3),             # the user's OMP_NUM_THREADS is used as given
+    (4, 4, {"OMP_NUM_THREADS": "3"}, 3),             # the user's OMP_NUM_THREADS is used as given
+    (2, 0, {"OMP_NUM_THREADS": "100000"}, 2),        # ... up to the cores (issue 30)
     (2, 0, {"OMP_NUM_THREADS": "junk"}, 2),          # a value that is not a count is ignored
 ])
 def test_auto_threads(cpus, busy, env, expected):
@@ -46,7 +47,8 @@ def test_set_threads_applies_the_count_and_refuses_nonsense(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     before = torch.get_num_threads()
     try:
-        assert set_threads("2") == 2 and torch.get_num_threads() == 2 and os.environ["OMP_NUM_THREADS"] == "2"
+        two = min(2, cpu_count())
+        assert set_threads("2") == two and torch.get_num_threads() == two and os.environ["OMP_NUM_THREADS"] == str(two)
         for bad in ("0", "-1", "two", "1.5"):
             with pytest.raises(GrocError, match="--threads"):
                 set_threads(bad)
@@ -59,6 +61,26 @@ def test_every_torch_stage_takes_threads(tmp_path):
         assert "--threads" in run_groc(stage, "--help").stdout.decode(), stage
     r = run_groc("train", REPO / "no-such-dataset", "-o", tmp_path / "r", "--threads", "0")
     assert r.returncode == 2 and "--threads '0'" in r.stderr.decode() and not (tmp_path / "r").exists()
+
+
+def test_more_threads_or_processes_than_cores_are_one_warning_and_the_cores(tmp_path):
+    """--threads 100000 printed a false "vocab.parquet is damaged" and segfaulted; --threads 5000 ran
+    50x slower without a word; -j 100000 would start as many processes. One warning line, the cores."""
+    cores = cpu_count()
+    data, run = tmp_path / "data", tmp_path / "run"
+    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "3000,500",
+             "-o", data, check=True)
+    r = run_groc("train", data, "-o", run, "--emb", "8", "--hidden", "8", "--max-epochs", "1", "--threads", "100000",
+                 env={"OMP_NUM_THREADS": ""})
+    warnings = [line for line in r.stderr.decode().splitlines() if "warning" in line]
+    assert r.returncode == 0 and (run / "last" / "model.safetensors").is_file(), r.stderr.decode()
+    assert len(warnings) == 1 and "--threads 100000" in warnings[0] and f"using {cores}" in warnings[0], warnings
+    text = tmp_path / "text.txt"
+    text.write_text("The cat sat.\nOn the mat.\n" * 600)
+    r = run_groc("tokenize", text, "-j", "100000")
+    warnings = [line for line in r.stderr.decode().splitlines() if "warning" in line]
+    assert r.returncode == 0 and r.stdout.decode().splitlines()[:2] == ["The cat sat .", "On the mat ."]
+    assert len(warnings) == 1 and "-j 100000" in warnings[0] and f"using {cores}" in warnings[0], warnings
 
 
 def test_runs_started_together_share_the_cores(tmp_path):

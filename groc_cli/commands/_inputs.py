@@ -12,7 +12,7 @@ VERIFY = typer.Option(False, "--verify", help="Before any work, read every split
 THREADS = typer.Option("auto", "--threads", help="CPU threads of this process (torch and FAISS): a number, or auto: "
                        "the cores it may use, divided among torchrun's processes on the node, less the cores that "
                        "other work keeps busy (measured over 0.2 s at start), at least 1; OMP_NUM_THREADS, if set, is used "
-                       "as given. Oversubscribed cores cost many times their share (docs/benchmarks.md, 'CPU threads').")
+                       "as given. A number above the cores is one warning and the cores. Oversubscribed cores cost many times their share (docs/benchmarks.md, 'CPU threads').")
 RECORD_JSON = typer.Option(True, "--json/--no-json", help="Print the stage's record as JSON on stdout (the default); "
                            "--no-json leaves stdout empty (the one-line summary on stderr stays).")
 

@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator
 
+from ..cores import bounded_threads
 from ..errors import GrocError
 
 _TOKENIZER = None
@@ -124,6 +125,8 @@ def tokenize_lines(lines: Iterable[str], options: TokenizeOptions, jobs: int = 1
     once. (concurrent.futures' ProcessPoolExecutor shares one result pipe whose writer the parent
     holds: a worker killed in the middle of writing a result left the parent waiting forever for
     the rest, on CPython 3.11, and multiprocessing.Pool waits forever for a dead worker.)"""
+    if jobs > 1:
+        jobs = bounded_threads(jobs, "-j")
     if jobs <= 1:
         for line in lines:
             yield tokenize_line(line, options)

@@ -26,12 +26,12 @@ import pyarrow as pa
 import torch
 import torch.distributed as dist
 
-from ..artifacts import atomic_path, provenance, write_parquet
+from ..artifacts import atomic_group, provenance, write_parquet
 from ..console import log
 from ..errors import GrocError
 from ..runtime import rebalance_threads
 from ..settings import check_fields, setting
-from .run import save_weights
+from .run import write_weights
 from .seed import rng_state, set_rng_state
 
 
@@ -245,24 +245,36 @@ class Trainer:
             return []
         return [row for row in zip(*(table.column(n).to_pylist() for n, _ in STEP_COLUMNS)) if row[0] <= self.pos.step]
 
-    def checkpoint(self) -> None:
-        if self.rank == 0:
-            save_weights(self.model, self.run_dir / "last", self._trainer_state())
-
-    def _write_metrics(self) -> None:
-        """metrics.parquet (per epoch) and steps.parquet (per step), each replaced atomically."""
+    def checkpoint(self, best: bool = False) -> None:
+        """All of the run's state or none of it: last/ (weights and trainer state), best/ when this
+        checkpoint is the best so far, metrics.parquet and steps.parquet are written aside together
+        and swapped in only when every one is complete, so a full disk or an error part-way leaves
+        the previous checkpoint whole (a best/ newer than last/ would not be)."""
         if self.rank != 0:
             return
+        with atomic_group(self.run_dir) as aside:
+            if best:
+                write_weights(self.model, aside(self.run_dir / "best", directory=True))
+            write_weights(self.model, aside(self.run_dir / "last", directory=True), self._trainer_state())
+            self._write_metrics(aside)
+
+    def _write_metrics(self, aside=None) -> None:
+        """metrics.parquet (per epoch) and steps.parquet (per step): replaced atomically on their own
+        (the periodic flush of steps.parquet), or as part of a checkpoint's `aside`."""
+        if self.rank != 0:
+            return
+        if aside is None:
+            with atomic_group(self.run_dir) as aside:
+                return self._write_metrics(aside)
         self._steps_flushed = time.monotonic()
         if self.steps:
             columns = [pa.array(list(c), type=t) for c, (_, t) in zip(zip(*self.steps), STEP_COLUMNS)]
-            with atomic_path(self.run_dir / "steps.parquet") as tmp:
-                write_parquet(pa.Table.from_arrays(columns, schema=STEPS_SCHEMA), tmp,
-                              provenance("train", what="per-step metrics"))
+            write_parquet(pa.Table.from_arrays(columns, schema=STEPS_SCHEMA), aside(self.run_dir / "steps.parquet"),
+                          provenance("train", what="per-step metrics"))
         if self.metrics:
             columns = {k: [m.get(k) for m in self.metrics] for k in self.metrics[0]}
-            with atomic_path(self.run_dir / "metrics.parquet") as tmp:
-                write_parquet(pa.table(columns), tmp, provenance("train", what="per-epoch metrics"))
+            write_parquet(pa.table(columns), aside(self.run_dir / "metrics.parquet"),
+                          provenance("train", what="per-epoch metrics"))
 
     def spent_budget(self) -> str | None:
         """The budget a resumed run has already used up ('max-tokens', 'max-minutes', 'max-epochs'), if any."""
@@ -369,7 +381,6 @@ class Trainer:
                     partial = self.pos.batch < self.train_cols.size(0) - 1
                     break
                 if cfg.checkpoint_every and self.pos.step % cfg.checkpoint_every == 0:
-                    self._write_metrics()
                     self.checkpoint()
             stop_reason = self._end_epoch(partial) or stop_reason
         if stop_reason is None:
@@ -413,8 +424,6 @@ class Trainer:
         if improved:
             self.pos.best_valid = score
             self.pos.bad_epochs = self.pos.lr_bad_epochs = 0
-            if self.rank == 0:
-                save_weights(self.model, self.run_dir / "best")
         else:
             self.pos.bad_epochs += 1
             self.pos.lr_bad_epochs += 1
@@ -434,8 +443,7 @@ class Trainer:
         self.pos.epoch_tokens = 0
         self.pos.epoch_seconds = 0.0
         self.state = None
-        self._write_metrics()
-        self.checkpoint()
+        self.checkpoint(best=improved)  # best/ with last/: both or neither
         return stop
 
 

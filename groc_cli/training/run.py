@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -97,19 +98,30 @@ def _alias_groups(state: dict[str, torch.Tensor]) -> list[list[str]]:
 
 
 def save_weights(model: torch.nn.Module, directory: Path, extra: dict[str, object] | None = None) -> None:
-    """Write `directory`/model.safetensors (and trainer.pt when `extra` is given) atomically as a unit.
-    Each tensor is stored once, under the first of its names (a tied embedding once)."""
+    """Write `directory`/model.safetensors (and trainer.pt when `extra` is given) atomically as a unit."""
+    with atomic_dir(directory) as tmp:
+        write_weights(model, tmp, extra)
+
+
+def write_weights(model: torch.nn.Module, directory: Path, extra: dict[str, object] | None = None) -> None:
+    """model.safetensors (and trainer.pt when `extra` is given) into the existing `directory`, which
+    the caller swaps into place. Each tensor is stored once, under the first of its names (a tied
+    embedding once)."""
     model = _unwrap(model)
     state = model.state_dict()
     tensors = {names[0]: state[names[0]].to("cpu").contiguous() for names in _alias_groups(state)}
-    with atomic_dir(directory) as tmp:
-        # One metadata key: safetensors writes its metadata map in no fixed order, and the same
-        # weights must give the same bytes (a run's config.json re-runs it bit for bit).
-        save_file(tensors, str(tmp / "model.safetensors"), metadata={WEIGHTS_KEY: weights_metadata(model)})
-        # safetensors creates the file private (0600); weights are an output like any other.
-        os.chmod(tmp / "model.safetensors", 0o666 & ~_umask())
-        if extra is not None:
-            torch.save(extra, tmp / "trainer.pt")
+    # One metadata key: safetensors writes its metadata map in no fixed order, and the same
+    # weights must give the same bytes (a run's config.json re-runs it bit for bit).
+    save_file(tensors, str(directory / "model.safetensors"), metadata={WEIGHTS_KEY: weights_metadata(model)})
+    # safetensors creates the file private (0600); weights are an output like any other.
+    os.chmod(directory / "model.safetensors", 0o666 & ~_umask())
+    if extra is not None:
+        # Serialized in memory and written by Python: torch.save's own writer reports a full disk
+        # as a C++ traceback ("file write failed"), Python's as ENOSPC.
+        buffer = io.BytesIO()
+        torch.save(extra, buffer)
+        with open(directory / "trainer.pt", "wb") as handle:
+            handle.write(buffer.getbuffer())
 
 
 def weights_metadata(model: torch.nn.Module) -> str:
