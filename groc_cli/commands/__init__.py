@@ -13,5 +13,7 @@ SUMMARIES = {
              "file or stdin.",
     "compare": "Median loss difference per training-frequency bin between two 'groc eval --per-token' files (the "
                "GroC paper's Figure 3).",
+    "runs": "A table of run directories: kind, parameters, dataset, epochs, stopping reason, validation and test "
+            "perplexity, time; damaged or unfinished runs say so.",
     "plot": "Training curves of one or several runs as a PNG (loss per step, perplexity per epoch).",
 }
