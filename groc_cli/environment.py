@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
-import subprocess
+import re
 from importlib import metadata
 from pathlib import Path
 
@@ -81,12 +81,14 @@ def _gpu(device: str) -> dict | None:
 
 @functools.lru_cache(maxsize=1)
 def _driver() -> str | None:
+    """The NVIDIA kernel driver's version, from /proc (no nvidia-smi needed); None elsewhere."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as f:
+            first = f.readline()
+    except OSError:
         return None
-    return out.splitlines()[0].strip() if out.strip() else None
+    found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", first)
+    return found.group(1) if found else (first.strip() or None)
 
 
 def wordnet_version(lexicon: Path | str | None) -> str | None:
