@@ -1,8 +1,10 @@
-"""A trained run as a Python object: score sentences, next-word distributions, composed embeddings.
+"""A trained run as a Python object: score sentences, next-word distributions, composed embeddings,
+generated text (``generation.py``).
 
     from groc_cli import load_run
     run = load_run("runs/ptb-groc")
     run.score(["the cat sat", "a dog"])   # per sentence: log_prob (natural log), tokens, perplexity
+    run.generate("the cat", max_tokens=20, seed=1, vocab="words.txt")   # samples (GroC: any vocabulary)
 
 Conventions, the same as ``groc eval`` (see docs/api.md):
 
@@ -31,7 +33,8 @@ from typing import Iterable, Iterator, Sequence
 
 import torch
 
-from .errors import GrocError
+from .console import log
+from .errors import GrocError, SettingError
 from .caches.local import DEFAULT_WINDOW, LocalSettings
 from .evaluation.perplexity import TABLE_UNION_UNIFORM
 from .evaluation.settings import EvalSettings
@@ -67,14 +70,20 @@ class SentenceScore:
 class LoadedRun:
     """A run's model in eval mode; see the module docstring for the scoring conventions."""
 
-    def __init__(self, path: Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union"):
+    def __init__(self, path: Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union",
+                 lexicon: str | Path | None = None):
         if vocab not in VOCAB_MODES:
             raise GrocError(f"vocab {vocab!r}: expected one of {', '.join(VOCAB_MODES)}")
         self.run = Run(Path(path))
         self.kind = self.run.model_config.output
         self.vocab_mode = vocab
         self.device = resolve_device(device)
-        self.model, words, self.counts = self.run.build(checkpoint, device=self.device)
+        table = None
+        if lexicon is not None:  # GroC: another lexicon for the words it composes (eval's --lexicon)
+            from .evaluation.stream import load_lexicon
+
+            table = load_lexicon(lexicon, self.kind)
+        self.model, words, self.counts = self.run.build(checkpoint, lexicon=table, device=self.device)
         self.model.eval()
         self._start = load_start_state(self.run.checkpoint(checkpoint), self.model)
         self.vocab: list[str] = list(words)
@@ -128,6 +137,24 @@ class LoadedRun:
         return (torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows]),
                 torch.stack([r[2] for r in rows]))
 
+    def _rows(self, words: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """GroC: (output rows, biases, input rows) of any words, the model's own rows for its words
+        and composed rows for the others."""
+        base = self.model.compose(grad=False)
+        known = [self.index.get(w) for w in words]
+        new = [w for w, i in zip(words, known) if i is None]
+        if not new:
+            at = torch.tensor(known, dtype=torch.long, device=base.weight.device)
+            return base.weight[at], base.bias[at], base.input_weight[at]
+        weight, bias, inputs = self._compose_new(new)
+        places, j = [], len(self.vocab)
+        for i in known:
+            places.append(j if i is None else i)
+            j += i is None
+        at = torch.tensor(places, dtype=torch.long, device=base.weight.device)
+        return (torch.cat([base.weight, weight])[at], torch.cat([base.bias, bias])[at],
+                torch.cat([base.input_weight, inputs])[at])
+
     def embed_words(self, words: Sequence[str]) -> torch.Tensor:
         """GroC: composed output embeddings [len(words), emb] of any words, seen or not."""
         words = _words(words, "embed_words")
@@ -136,18 +163,7 @@ class LoadedRun:
         if not words:
             return torch.empty(0, self.run.model_config.emb)
         with torch.no_grad():
-            base = self.model.compose(grad=False)
-            known = [self.index.get(w) for w in words]
-            new = [w for w, i in zip(words, known) if i is None]
-            new_rows = self._compose_new(new)[0] if new else None
-            out, j = [], 0
-            for i in known:
-                if i is None:
-                    out.append(new_rows[j])
-                    j += 1
-                else:
-                    out.append(base.weight[i])
-            return torch.stack(out).cpu()
+            return self._rows(words)[0].cpu()
 
     # -- scoring -----------------------------------------------------------------------------
     def _view(self, new: list[str]):
@@ -278,6 +294,120 @@ class LoadedRun:
             raise GrocError("score takes a list of sentences; wrap a single sentence in a list")
         return list(self.score_stream(sentences, reset))
 
+    # -- generation --------------------------------------------------------------------------
+    def generation_vocab(self, vocab: str | Path | Sequence[str] | None = None) -> list[str] | None:
+        """The words a sample is drawn from: None for the run's own vocabulary ("model" or None);
+        for GroC, the words of a list, of a word-list file (one word a line, optional count) or of a
+        dataset directory's vocabulary, in their order, once each, without <unk> and with <eos>
+        (which ends a sample). SettingError (``vocab ...``) for a table model or an empty list."""
+        if vocab is None or (isinstance(vocab, str) and vocab == "model"):
+            return None
+        if not self.composes:
+            raise SettingError(f"vocab {vocab}: a {self.kind} run has output rows for its own words only; a vocabulary "
+                               "chosen at generation time needs a GroC run, which composes any word's row")
+        if isinstance(vocab, (str, Path)):
+            from .text.dataset import read_vocab_words
+
+            try:
+                words = read_vocab_words(Path(vocab))
+            except GrocError as exc:  # its messages name --vocab; the library names the setting
+                raise SettingError(str(exc).removeprefix("--")) from None
+        else:
+            words = [str(w) for w in vocab]
+        words = [w for w in dict.fromkeys(words) if w != UNK]
+        if not [w for w in words if w != EOS]:
+            raise SettingError("vocab has no words to generate (besides <unk> and <eos>)")
+        return words if EOS in words else words + [EOS]
+
+    def generate(self, prompts: Iterable[Sequence[str] | str] | str = ("",), vocab: str | Path | Sequence[str] | None = None,
+                 **settings) -> list["Sample"]:
+        """Samples continuing each prompt (a string split on whitespace, or a token list; "" starts a
+        line from nothing), ``num_samples`` per prompt, in order. ``vocab``: see ``generation_vocab``;
+        ``settings``: max_tokens, temperature (0: greedy), top_k, top_p, seed, num_samples
+        (``generation.GenerateSettings``). Each sample has ``words``, ``log_probs``, ``text``, ``stop``."""
+        return [sample for sample, word in self.generate_stream(prompts, vocab, **settings) if word is None]
+
+    def generate_stream(self, prompts: Iterable[Sequence[str] | str] | str = ("",),
+                        vocab: str | Path | Sequence[str] | None = None, **settings) -> Iterator[tuple["Sample", str | None]]:
+        """``generate`` one word at a time: (sample, word) as each word is drawn, then (sample, None)
+        when the sample ends (its ``stop`` set). Prompts are read as they come (a file streams)."""
+        from .generation import GenerateSettings, Sample, sample_words
+
+        try:
+            s = GenerateSettings(**settings)
+        except TypeError as exc:
+            raise GrocError(f"generate: {exc}") from None
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        words = self.generation_vocab(vocab)
+        out = self.vocab if words is None else words
+        size = len(out)
+        eos = out.index(EOS) if words is not None else self.index[EOS]
+        where = {w: i for i, w in enumerate(out)}
+        generator = torch.Generator().manual_seed(s.seed)
+        unseen_noted = False
+        with torch.no_grad():
+            rows = None if words is None else self._rows(words)
+            for prompt in prompts:
+                tokens = prompt.split() if isinstance(prompt, str) else [str(t) for t in prompt]
+                extra = [w for w in dict.fromkeys(tokens) if w not in where]
+                if extra and not self.composes:
+                    if not unseen_noted:
+                        log(f"note: a {self.kind} run reads words outside its vocabulary as {UNK} (e.g. "
+                            f"{', '.join(extra[:3])}); a GroC run composes them")
+                        unseen_noted = True
+                    ids = [where.get(t, self.index[UNK]) for t in tokens]
+                    extra = []
+                else:
+                    ids = [where[t] if t in where else size + extra.index(t) for t in tokens]
+                view = self._generation_view(rows, extra)
+                hidden, state = self.model(self._column([eos] + ids), self.start_state(), view)
+                first = self._next(view, hidden[-1:, 0], size)
+                for k in range(s.num_samples):
+                    sample = Sample(" ".join(tokens), k)
+                    carried = [state]
+
+                    def step(i: int) -> torch.Tensor:
+                        h, carried[0] = self.model(self._column([i]), carried[0], view)
+                        return self._next(view, h[-1:, 0], size)
+
+                    for i, lp in sample_words(step, first, eos, s, generator):
+                        if i == eos:
+                            sample.stop = "eos"
+                            break
+                        sample.words.append(out[i])
+                        sample.log_probs.append(lp)
+                        yield sample, out[i]
+                    yield sample, None
+
+    def _generation_view(self, rows, extra: list[str]):
+        """The output view over the generation vocabulary (``rows``; None: the model's) followed by
+        the prompt's words outside it (GroC composes them; read as inputs, never drawn)."""
+        from .models.common import SoftmaxComposed
+
+        if rows is None and not extra:
+            return self.model.compose(grad=False)
+        if rows is None:
+            return self._view(extra)
+        weight, bias, inputs = rows
+        if extra:
+            more = self._rows(extra)
+            weight, bias, inputs = (torch.cat([weight, more[0]]), torch.cat([bias, more[1]]), torch.cat([inputs, more[2]]))
+        return SoftmaxComposed(weight, bias, grad=False, input_weight=inputs)
+
+    def _column(self, ids: list[int]) -> torch.Tensor:
+        return torch.tensor(ids, dtype=torch.long, device=self.device).view(-1, 1)
+
+    @staticmethod
+    def _next(view, hidden: torch.Tensor, size: int) -> torch.Tensor:
+        """Log-probs (CPU, float64) over the first ``size`` words of ``view``, renormalised."""
+        lp = view.log_probs(hidden.float())[0].double().cpu()
+        if lp.numel() > size:
+            lp = lp[:size] - torch.logsumexp(lp[:size], 0)
+        return lp
+
     def log_probs(self, prefix: Sequence[str] | str) -> torch.Tensor:
         """Next-word log-probabilities (natural log) over ``vocab`` after <eos> + ``prefix``,
         in closed vocabulary: a tensor of len(vocab) that sums (in probability) to 1.
@@ -317,7 +447,9 @@ def _words(value, caller: str, split: bool = False) -> list[str]:
     return words
 
 
-def load_run(path: str | Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union") -> LoadedRun:
+def load_run(path: str | Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union",
+             lexicon: str | Path | None = None) -> LoadedRun:
     """Load a run directory written by ``groc train`` or ``groc finetune`` (``checkpoint``:
-    best or last; ``device``: cpu, cuda, cuda:N or auto; ``vocab``: union or model)."""
-    return LoadedRun(Path(path), checkpoint, device, vocab)
+    best or last; ``device``: cpu, cuda, cuda:N or auto; ``vocab``: union or model; ``lexicon``:
+    GroC, a lexicon table from ``groc lexicon`` for the words it composes, instead of the run's)."""
+    return LoadedRun(Path(path), checkpoint, device, vocab, lexicon)

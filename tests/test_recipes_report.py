@@ -147,13 +147,20 @@ def build_check_wikitext2_caches(rng):
         _write(Path(f"out/test-{name}.json"), {"perplexity": _ppl(rng)})
 
 
+QUICKSTART_ENVIRONMENT = {"groc": "0.1.0", "python": "3.11.2", "torch": "2.13.0+cpu", "faiss": "1.15.1", "numpy": "2.4.6",
+                          "pyarrow": "21.0.0", "platform": "Linux-6.1-x86_64", "cpu": "AMD EPYC 7B13",
+                          "cpu_flags": ["sse4_2", "avx", "avx2", "fma"], "torch_cpu_capability": "AVX2", "cpu_count": 2,
+                          "threads": 2, "device": "cpu", "gpu": None, "wordnet": "3.0"}
+
+
 def build_quickstart(rng):
     for kind in ("tied", "groc"):
         _write(Path(f"out/{kind}/summary.json"), {"tokens": 170_123, "parameters": rng.randrange(300_000, 500_000)})
         for d in tables.QUICKSTART_SETS:
             for n in ("base", "local", "unbounded"):
                 _write(Path(f"out/evals/{kind}-{d}-{n}.json"), {"tokens": rng.randrange(20_000, 40_000), "oov_rate": rng.random() / 5,
-                                                                "new_words": rng.randrange(100, 3_000), "perplexity": _ppl(rng)})
+                                                                "new_words": rng.randrange(100, 3_000), "perplexity": _ppl(rng),
+                                                                "environment": QUICKSTART_ENVIRONMENT})
 
 
 # case: (builder, its keyword arguments, the report's command line). Paths are relative to the

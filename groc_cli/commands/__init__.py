@@ -11,7 +11,11 @@ SUMMARIES = {
     "eval": "Perplexity of a trained model on a split, with open vocabulary and neural caches.",
     "score": "Score text line by line with a trained run (per-line log-prob, tokens, perplexity), streaming from a "
              "file or stdin.",
+    "generate": "Sample text from a trained run, streamed one sample a line; GroC draws from any vocabulary "
+                "chosen now (a word list or a dataset's), including words it never saw.",
     "compare": "Median loss difference per training-frequency bin between two 'groc eval --per-token' files (the "
                "GroC paper's Figure 3).",
+    "runs": "A table of run directories: kind, parameters, dataset, epochs, stopping reason, validation and test "
+            "perplexity, time; damaged or unfinished runs say so.",
     "plot": "Training curves of one or several runs as a PNG (loss per step, perplexity per epoch).",
 }

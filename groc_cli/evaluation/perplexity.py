@@ -27,6 +27,7 @@ import numpy as np
 from ..artifacts import claim_output, provenance
 from ..caches import CacheContext
 from ..console import log, progress
+from ..environment import environment
 from ..errors import GrocError
 from ..models import output_layer_class
 from ..runtime import rebalance_threads, resolve_device
@@ -187,6 +188,9 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
         "per_token": str(per_token) if per_token is not None else None,
         "seconds": round(seconds, 3),
         "tokens_per_s": round(count / max(seconds, 1e-9), 1),
+        "environment": environment(str(device), s.lexicon or (run.lexicon_path if output_layer_class(kind).needs_lexicon else None)),
+        # States from 'groc dump' (the model's log-probs) were computed where the dump ran.
+        "states_environment": states.meta.get("environment") if states is not None else None,
     }
     if s.grid is not None:
         rows = add_grid(result, cached.columns(), final_nll, best, grid_out, run=str(run.path), dataset_checksum=

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from ..artifacts import (atomic_dir, claim_output, first_line, provenance, read_json, read_parquet, require_space,
                          sha256_file, write_json, write_parquet)
+from ..environment import environment
 from ..console import log, progress
 from ..errors import DamagedInput, GrocError
 from ..models import output_layer_class
@@ -98,6 +99,7 @@ def _dump(run: Run, dataset: Dataset, split: str, out_dir: Path, vocab_mode: str
             "logp": {"shape": [n], "dtype": "float64"},
             **({"new_mass": {"shape": [n], "dtype": "float64"}} if new_mass else {}),
         },
+        "environment": environment(str(dev), lexicon or (run.lexicon_path if output_layer_class(kind).needs_lexicon else None)),
     }
     sizes = [int(np.prod(spec["shape"])) * np.dtype(spec["dtype"]).itemsize for spec in meta["files"].values()]
     # vocab.parquet takes at most its words' bytes plus 4 a word; 64 KiB covers the headers and meta.json.

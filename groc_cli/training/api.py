@@ -17,6 +17,7 @@ import torch.distributed as dist
 from ..version import __version__
 from ..artifacts import check_destination, first_line, disk_full, output_lock, replace_path, sha256_file, write_json
 from ..console import log
+from ..environment import environment
 from ..errors import DamagedInput, GrocError, SettingError
 from ..models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class
 from ..runtime import init_distributed, resolve_device, tune_allocator
@@ -116,6 +117,7 @@ def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, d
         "dataset": {"path": str(dataset_dir), "checksum": dataset.checksum, "vocab_size": dataset.vocab_size},
         "lexicon": {"sha256": sha256_file(lexicon_path)} if lexicon is not None else None,
         "parameters": n_params, "world_size": world, "device": str(device.type),
+        "environment": environment(str(device), lexicon_path if lexicon is not None else None),
     }
     with run_output(run_dir, resume, force, rank, inputs=(dataset_dir, lexicon_path)) as target:
         if rank == 0 and not resume:
@@ -170,7 +172,8 @@ def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_
               "dataset": {"path": str(dataset_dir), "checksum": dataset.checksum, "vocab_size": dataset.vocab_size},
               "finetuned_from": {"path": str(run_src), "model_sha256": source.model_checksum("best"),
                                  "dataset": source.config["dataset"]},
-              "parameters": n_params, "world_size": world, "device": str(device.type)}
+              "parameters": n_params, "world_size": world, "device": str(device.type),
+              "environment": environment(str(device), lexicon_path or source.lexicon_path)}
     with run_output(run_dir, resume, force, rank, inputs=(run_src, dataset_dir, lexicon_path)) as target:
         if rank == 0 and not resume:
             write_vocab(target, words, counts)

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from groc_cli import plots
 from groc_cli.artifacts import read_metadata
+from groc_cli.environment import describe as describe_environment
 from report import Table, load, summary
 
 DATASET_NAMES = {"ptb": "penn", "wt2": "wikitext2"}  # the paper's names
@@ -379,6 +380,15 @@ def quickstart(out: Path, seconds: int) -> None:
     print("\nOpen vocabulary: every test word is scored. GroC composes unseen words from characters and WordNet;")
     print("tied gives them a 1% uniform share. Caches: weight 0.1 (local: θ 0.5, window 2,000; unbounded: exact kNN, k 256);")
     print(f"GroC's new words down-weighted by 0.1 before a cache (paper 5.1). Outputs in {out}/; {seconds} s.")
+    # The last digits depend on the CPU's vector extensions and the thread count (issue 31): say where it ran.
+    recorded = {json.dumps(json.loads((out / "evals" / f"{kind}-{d}-{n}.json").read_text()).get("environment"),
+                           sort_keys=True)
+                for kind in ("tied", "groc") for d in QUICKSTART_SETS for n in ("base", "local", "unbounded")}
+    machines = [json.loads(r) for r in sorted(recorded)]
+    if machines == [None]:
+        print("Machine: not recorded (evaluations written before groc recorded its environment).")
+    for env in machines:
+        print(f"Machine: {describe_environment(env) if env else 'not recorded in some evaluations'}")
 
 
 CONVERGE_MODELS = {"tied": "tied", "groc": "GroC, authors' char-CNN init", "groc-uniform": "GroC, B.1 uniform init",

@@ -1,0 +1,115 @@
+"""groc generate: sample text from a trained run, over its own vocabulary or (GroC) one chosen now."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..console import write_stdout
+from ..errors import GrocError, SettingError
+from ..generation import GenerateSettings
+from . import SUMMARIES
+from . import _settings as S
+from ._inputs import THREADS, UTF8_ERRORS, Checkpoint, Utf8Errors, checkpoint_option
+
+EPILOG = """[bold]Examples[/bold]
+
+  groc generate runs/emma-groc "she was" --max-tokens 20 --seed 1
+
+  groc generate runs/emma-groc "the captain" --vocab data/persuasion --num-samples 3 --top-p 0.9
+
+  groc generate runs/emma-groc --input prompts.txt --vocab words.txt --lexicon persuasion.lexicon.parquet --json
+
+  groc tokenize --lower < openings.txt | groc generate runs/emma-tied --input - --temperature 0
+
+Writes one line per sample as it is drawn (prompt lines in order, --num-samples each): the words after
+the prompt, without the final <eos>; with --json one JSON object per sample (prompt, sample, text, tokens as
+\\[word, natural-log probability under the model], stop: eos or max_tokens). No prompt, or an empty one,
+starts a line from nothing. --vocab (GroC only) draws from the words of a word list (one word a line),
+a dataset directory's vocabulary, or 'model' (the run's own, the default).
+"""
+
+
+@S.with_settings(GenerateSettings)
+def generate(
+    ctx: typer.Context,
+    run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
+    prompt: Optional[str] = typer.Argument(None, help="The prompt (tokenized words, as the run's data); none: "
+                                           "start from nothing, or read --input."),
+    input: Optional[str] = typer.Option(None, "--input", metavar="FILE|-", help="Prompts, one a line ('-': stdin); "
+                                        "each line gets --num-samples samples."),
+    vocab: Optional[str] = typer.Option(None, "--vocab", metavar="FILE|DATASET|model", help="GroC: draw from these "
+                                        "words instead of the run's own: a word list (one word a line, optional count), "
+                                        "a dataset directory (its vocabulary), or 'model'. The output layer composes a row "
+                                        "for each, including words the run never saw."),
+    lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="GroC: lexicon table from 'groc lexicon' covering "
+                                           "--vocab's words (default: the run's own)."),
+    tokenize: bool = typer.Option(False, "--tokenize", help="Moses-tokenize each prompt first (raw text)."),
+    lower: bool = typer.Option(False, "--lower", help="With --tokenize: lowercase, as 'groc tokenize --lower'."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per sample, with each word's log-probability."),
+    checkpoint: Checkpoint = checkpoint_option(),
+    device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N."),
+    errors: Utf8Errors = UTF8_ERRORS,
+    threads: str = THREADS,
+    **settings,
+) -> None:
+    """Sample text from a trained run, one sample a line, streamed as it is drawn."""
+    if prompt is not None and input is not None:
+        raise GrocError("give a prompt or --input, not both")
+    if lower and not tokenize:
+        raise GrocError("--lower applies with --tokenize only (tokenized prompts are read as they are)")
+    with S.setting_errors(ctx):
+        GenerateSettings(**settings)  # every setting checked before the run is loaded
+    if vocab is not None and vocab != "model" and not Path(vocab).exists():
+        raise GrocError(f"--vocab {vocab}: no such file or directory (a word list, a dataset directory, or 'model')")
+    from ..api import load_run
+    from ..runtime import set_threads
+    from ..text.io import open_input
+    from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_line
+
+    set_threads(threads)
+    stream = open_input(input, "--input") if input is not None else None
+    with S.setting_errors(ctx, SettingError):
+        run = load_run(run_dir, checkpoint=checkpoint.value, device=device, lexicon=lexicon)
+        run.generation_vocab(vocab)  # refused (a table model, an empty list) before any prompt is read
+    with contextlib.ExitStack() as stack:
+        if stream is None:
+            prompts = iter([prompt or ""])
+        else:
+            stack.enter_context(contextlib.closing(stream))
+            prompts = decode_lines(stream, errors=errors.value, name="stdin" if input == "-" else input)
+        if tokenize:
+            options = TokenizeOptions(lower=lower)
+            prompts = (" ".join(tokenize_line(line, options)) for line in prompts)
+        prompts = _not_empty(prompts, input)
+        with S.setting_errors(ctx, SettingError):
+            started = False
+            for sample, word in run.generate_stream(prompts, vocab, **settings):
+                if as_json:
+                    if word is None:
+                        write_stdout(json.dumps(sample.as_dict()) + "\n", flush=True)
+                elif word is None:
+                    write_stdout("\n", flush=True)
+                    started = False
+                else:  # a word as soon as it is drawn
+                    write_stdout((" " if started else "") + word, flush=True)
+                    started = True
+
+
+def _not_empty(prompts, name):
+    """The prompts, refusing a file or stdin with none (a blank line is a prompt: start from nothing)."""
+    any_line = False
+    for line in prompts:
+        any_line = True
+        yield line
+    if not any_line and name is not None:
+        raise GrocError(f"--input {name}: no prompts (an empty file); give one prompt a line, or an empty line to "
+                        "start from nothing")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("generate", epilog=EPILOG, help=SUMMARIES["generate"])(generate)

@@ -1,0 +1,176 @@
+"""A table of run directories (``groc runs``): one row per run found, from what runs already write.
+
+A run directory is one holding ``config.json`` with ``"format": "groc-run"`` (``training/run.py``);
+its row reads ``config.json`` (kind, dataset, stage, versions), ``summary.json`` (written when
+training ends: epochs, stopping reason, best validation perplexity, seconds) and, for a run
+without one (training, or interrupted: ``--resume`` continues it), ``metrics.parquet``. Its test
+perplexity comes from a ``groc eval`` JSON found under the same directories whose ``run`` is that
+run and whose split is test, without a cache (closed vocabulary preferred). A directory that
+holds a ``config.json`` that cannot be read is a row whose status says why, not an error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Iterable
+
+from .errors import GrocError
+
+COLUMNS = ("run", "status", "kind", "stage", "parameters", "dataset", "epochs", "stop_reason", "best_valid_ppl",
+           "test_ppl", "test_vocab", "minutes", "groc_version")
+#: Directories not searched (hidden ones too: a --force replacement trains in .NAME.incomplete-*).
+SKIP = {"__pycache__", "node_modules", "best", "last", "states", "cache"}
+#: Eval JSON files read at most this large (a grid's JSON is far smaller; anything bigger is not one).
+MAX_EVAL_BYTES = 1 << 20
+
+
+def find(roots: Iterable[Path]) -> tuple[list[Path], list[Path]]:
+    """(run directories, JSON files other than the runs' own) under ``roots``, sorted; a root
+    that does not exist is a GrocError naming it."""
+    runs, jsons, seen = set(), set(), set()
+    for root in roots:
+        root = Path(root)
+        if not root.exists():
+            raise GrocError(f"{root}: no such directory")
+        if root.is_file():
+            raise GrocError(f"{root} is a file; give directories that hold run directories (or runs themselves)")
+        for here, dirs, files in os.walk(root, followlinks=True):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP)
+            here = Path(here)
+            real = here.resolve()  # a symlink (pytest's *current) shows the same run once
+            if real in seen:
+                dirs[:] = []
+                continue
+            seen.add(real)
+            if "config.json" in files and _claims_run(here / "config.json"):
+                runs.add(here)
+                dirs[:] = []  # a run holds no other runs
+                continue
+            jsons.update(here / f for f in files if f.endswith(".json"))
+    return sorted(runs), sorted(jsons)
+
+
+def _claims_run(path: Path) -> bool:
+    """config.json of a run, or one too damaged to tell (then it is a row saying so)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return True
+    return not isinstance(data, dict) or data.get("format") == "groc-run" or "model" in data
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _metrics(run: Path) -> tuple[int | None, float | None]:
+    """(epochs, best validation perplexity) from metrics.parquet, for a run without summary.json."""
+    path = run / "metrics.parquet"
+    if not path.is_file():
+        return None, None
+    try:
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(path).to_pylist()
+    except Exception:  # damaged: the row says unfinished, the numbers stay empty
+        return None, None
+    valid = [r.get("valid_ppl") for r in rows if isinstance(r.get("valid_ppl"), (int, float))]
+    return len(rows), (min(valid) if valid else None)
+
+
+def _evals(jsons: list[Path]) -> dict[str, tuple[int, float, str]]:
+    """Resolved run path -> (preference, test perplexity, vocabulary) of the best eval JSON for it."""
+    found: dict[str, tuple[int, float, str]] = {}
+    for path in jsons:
+        try:
+            if path.stat().st_size > MAX_EVAL_BYTES:
+                continue
+        except OSError:
+            continue
+        data = _load(path)
+        if not data or "run" not in data or not isinstance(data.get("perplexity"), (int, float)):
+            continue
+        settings = data.get("settings") if isinstance(data.get("settings"), dict) else {}
+        if settings.get("split") != "test" or settings.get("cache", "none") != "none" or settings.get("grid"):
+            continue
+        vocab = str(settings.get("vocab", "model"))
+        key = str(Path(data["run"]).resolve()) if Path(data["run"]).is_absolute() else str((Path.cwd() / data["run"]).resolve())
+        rank = 0 if vocab == "model" else 1
+        if key not in found or rank < found[key][0]:
+            found[key] = (rank, float(data["perplexity"]), vocab)
+    return found
+
+
+def row(run: Path, evals: dict[str, tuple[int, float, str]]) -> dict:
+    """One run's row (COLUMNS); ``status``: done, unfinished or damaged (with why)."""
+    out = {c: None for c in COLUMNS}
+    out["run"] = str(run)
+    config = _load(run / "config.json")
+    if config is None or not isinstance(config.get("model"), dict):
+        out["status"] = "damaged: config.json unreadable" if config is None else "damaged: config.json has no model"
+        return out
+    model, dataset = config["model"], config.get("dataset") if isinstance(config.get("dataset"), dict) else {}
+    out.update(kind=model.get("output"), stage=config.get("stage"), parameters=config.get("parameters"),
+               dataset=Path(str(dataset.get("path"))).name if dataset.get("path") else None,
+               groc_version=config.get("groc_version"))
+    summary = _load(run / "summary.json")
+    if summary is not None:
+        out.update(status="done", epochs=summary.get("epochs"), stop_reason=summary.get("stop_reason"),
+                   best_valid_ppl=summary.get("best_valid_ppl"),
+                   minutes=round(summary["seconds"] / 60, 1) if isinstance(summary.get("seconds"), (int, float)) else None)
+    else:
+        damaged = (run / "summary.json").exists()
+        out["epochs"], out["best_valid_ppl"] = _metrics(run)
+        out["status"] = ("damaged: summary.json unreadable" if damaged else
+                         "unfinished" if (run / "last").is_dir() else "unfinished: no checkpoint")
+    if not (run / "best" / "model.safetensors").is_file() and out["status"] == "done":
+        out["status"] = "damaged: best/model.safetensors missing"
+    test = evals.get(str(run.resolve()))
+    if test is not None:
+        out["test_ppl"], out["test_vocab"] = test[1], test[2]
+    return out
+
+
+def table(roots: Iterable[Path], sort: str | None = None) -> list[dict]:
+    """The rows of every run under ``roots``, sorted by ``sort`` (a column; numbers ascending, empty
+    cells last), else by path. SettingError-style GrocError for an unknown column."""
+    if sort is not None and sort not in COLUMNS:
+        raise GrocError(f"sort {sort!r}: expected one of {', '.join(COLUMNS)}")
+    runs, jsons = find(roots)
+    evals = _evals(jsons)
+    rows = [row(r, evals) for r in runs]
+    if sort is not None:
+        def key(r):
+            v = r[sort]
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                return (2, 0, "")
+            return (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
+        rows.sort(key=key)
+    return rows
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if math.isfinite(value) else str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def aligned(rows: list[dict]) -> str:
+    """The rows as an aligned text table (numbers right-aligned), one line a run."""
+    cells = [[_cell(r[c]) for c in COLUMNS] for r in rows]
+    widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(COLUMNS)]
+    numeric = [all(isinstance(r[c], (int, float)) or r[c] is None for r in rows) and c != "run" for c in COLUMNS]
+    def fmt(line):
+        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(line, widths, numeric)).rstrip()
+    return "\n".join([fmt(list(COLUMNS))] + [fmt(line) for line in cells])

@@ -1,0 +1,73 @@
+"""The environment record (groc_cli/environment.py) in every output that issue 31 names: a run's
+config.json, an evaluation's JSON, a dump's meta.json and the quickstart's summary."""
+
+import json
+
+import pytest
+
+from groc_cli.environment import FIELDS, describe, environment
+from tests.conftest import REPO, run_groc
+
+TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+
+
+def check_record(record: dict, device: str = "cpu") -> None:
+    assert sorted(record) == sorted(FIELDS)
+    for name in ("groc", "python", "torch", "numpy", "pyarrow", "platform", "cpu"):
+        assert isinstance(record[name], str) and record[name], name
+    assert isinstance(record["cpu_flags"], list)
+    assert isinstance(record["threads"], int) and record["threads"] >= 1
+    assert record["device"] == device and (record["gpu"] is None) == (device == "cpu")
+
+
+def test_the_record_holds_every_field():
+    record = environment(threads=3)
+    check_record(record)
+    assert record["threads"] == 3 and record["wordnet"] is None
+    assert json.loads(json.dumps(record)) == record
+    assert "3 threads" in describe(record) and record["torch"] in describe(record)
+
+
+def test_the_cpus_vector_extensions_are_read_from_cpuinfo(monkeypatch, tmp_path):
+    from groc_cli import environment as env
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu sse4_2 avx avx2 fma\n")
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo" else path, *a, **k))
+    env._cpu.cache_clear()
+    try:
+        record = environment()
+    finally:
+        env._cpu.cache_clear()
+    assert record["cpu"] == "AMD EPYC 7B13" and record["cpu_flags"] == ["sse4_2", "avx", "avx2", "fma"]
+    assert "AMD EPYC 7B13 (AVX2)" in describe(record)
+
+
+def test_runs_evaluations_and_dumps_record_their_environment(tmp_path):
+    books = REPO / "groc_cli" / "data"
+    run_groc("prepare", "--train", books / "austen-persuasion.txt", "--split", "3000,500,500", "-o", tmp_path / "data",
+             check=True)
+    run_groc("lexicon", "--vocab", tmp_path / "data", "-o", tmp_path / "lex.parquet", check=True)
+    run_groc("train", tmp_path / "data", "-o", tmp_path / "groc", "--output-layer", "groc", "--lexicon",
+             tmp_path / "lex.parquet", "--max-tokens", "48", *TINY, check=True)
+    config = json.loads((tmp_path / "groc" / "config.json").read_text())
+    check_record(config["environment"])
+    assert config["environment"]["wordnet"]  # the lexicon's WordNet version
+    assert config["environment"]["threads"] == 1  # OMP_NUM_THREADS=1 in tests
+    result = json.loads(run_groc("eval", tmp_path / "groc", tmp_path / "data", check=True).stdout)
+    check_record(result["environment"])
+    assert result["states_environment"] is None
+    dumped = json.loads(run_groc("dump", tmp_path / "groc", tmp_path / "data", "--split", "test", "-o", tmp_path / "states",
+                                 check=True).stdout)
+    check_record(dumped["environment"])
+    result = json.loads(run_groc("eval", tmp_path / "groc", tmp_path / "data", "--states", tmp_path / "states",
+                                 check=True).stdout)
+    assert result["states_environment"] == dumped["environment"]
+    # a run's config.json still starts a new run (its environment is a record, not a setting)
+    r = run_groc("train", tmp_path / "data", "-o", tmp_path / "again", "--config", tmp_path / "groc" / "config.json",
+                 "--lexicon", tmp_path / "lex.parquet", check=True)
+    assert r.returncode == 0
+    run_groc("finetune", tmp_path / "groc", tmp_path / "data", "-o", tmp_path / "ft", "--max-tokens", "24",
+             "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", check=True)
+    check_record(json.loads((tmp_path / "ft" / "config.json").read_text())["environment"])

@@ -1,0 +1,180 @@
+"""groc generate and LoadedRun.generate on tiny runs: seeds, greedy, top-k/top-p, a vocabulary chosen at
+generation time (GroC) and its refusal (table models), prompts with unseen words, bad input, pipes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import REPO, TEST_ENV, run_groc
+
+TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+BOOKS = REPO / "groc_cli" / "data"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A tied and a GroC run on the start of Persuasion; emma: a dataset of the start of Emma (a
+    vocabulary with words the runs never saw)."""
+    root = tmp_path_factory.mktemp("generate")
+    run_groc("prepare", "--train", BOOKS / "austen-persuasion.txt", "--tokenize", "--lower", "--split", "4000,1000",
+             "-o", root / "data", check=True)
+    run_groc("prepare", "--train", BOOKS / "austen-emma.txt", "--tokenize", "--lower", "--split", "3000",
+             "-o", root / "emma", check=True)
+    run_groc("lexicon", "--vocab", root / "data", "--vocab", root / "emma", "-o", root / "lex.parquet", check=True)
+    run_groc("train", root / "data", "-o", root / "tied", "--output-layer", "tied", "--max-tokens", "300", *TINY, check=True)
+    run_groc("train", root / "data", "-o", root / "groc", "--output-layer", "groc", "--lexicon", root / "lex.parquet",
+             "--max-tokens", "48", *TINY, check=True)
+    return root
+
+
+def generate(work, run, *args, input=None):
+    return run_groc("generate", work / run, *args, input=input)
+
+
+def lines(result) -> list[str]:
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode().splitlines()
+
+
+@pytest.mark.parametrize("run", ["tied", "groc"])
+def test_a_seed_gives_the_same_samples_and_json_carries_log_probs(work, run):
+    args = ("the", "--max-tokens", "12", "--num-samples", "3", "--seed", "7")
+    first, again = lines(generate(work, run, *args)), lines(generate(work, run, *args))
+    assert first == again and len(first) == 3
+    other = lines(generate(work, run, *args[:-1], "8"))
+    assert other != first  # three samples of up to 12 words from ~1,000 words: a clash is not credible
+    records = [json.loads(line) for line in lines(generate(work, run, *args, "--json"))]
+    assert [r["text"] for r in records] == first
+    for r in records:
+        assert r["prompt"] == "the" and r["stop"] in ("eos", "max_tokens")
+        assert len(r["tokens"]) <= 12 and all(lp <= 0 for _, lp in r["tokens"])
+        assert (len(r["tokens"]) == 12) == (r["stop"] == "max_tokens")
+
+
+def test_temperature_zero_is_greedy_the_same_for_every_seed(work):
+    from groc_cli import load_run
+
+    one = lines(generate(work, "groc", "the", "--temperature", "0", "--max-tokens", "5", "--seed", "1"))
+    two = lines(generate(work, "groc", "the", "--temperature", "0", "--max-tokens", "5", "--seed", "2",
+                         "--num-samples", "2"))
+    assert two == one * 2
+    run = load_run(work / "groc")
+    expected = run.vocab[int(torch.argmax(run.log_probs("the")))]
+    sample = run.generate("the", temperature=0, max_tokens=1)[0]
+    assert (sample.words or ["<eos>"])[0] == expected
+    # the log-prob reported is the model's (closed vocabulary: log_probs' own)
+    if sample.words:
+        assert sample.log_probs[0] == pytest.approx(float(run.log_probs("the").max()), abs=1e-5)
+
+
+def test_top_k_one_is_greedy_and_top_p_zero_is_refused(work):
+    greedy = lines(generate(work, "tied", "the", "--temperature", "0", "--max-tokens", "6"))
+    assert lines(generate(work, "tied", "the", "--top-k", "1", "--max-tokens", "6", "--seed", "5")) == greedy
+    r = generate(work, "tied", "the", "--top-p", "0")
+    assert r.returncode == 2 and r.stdout == b""
+    err = r.stderr.decode().strip()
+    assert len(err.splitlines()) == 1 and "--top-p" in err and "(0, 1]" in err
+    assert lines(generate(work, "tied", "the", "--top-p", "1", "--max-tokens", "3"))
+
+
+def test_groc_draws_from_a_vocabulary_chosen_now(work, tmp_path):
+    from groc_cli import load_run
+
+    run = load_run(work / "groc")
+    new = ["zeppelin", "quasar", "captain", "admiral"]
+    assert not {"zeppelin", "quasar"} & set(run.vocab)
+    (tmp_path / "words.txt").write_text("\n".join(new) + "\n", encoding="utf-8")
+    out = lines(generate(work, "groc", "the", "--vocab", tmp_path / "words.txt", "--max-tokens", "30",
+                         "--num-samples", "4", "--seed", "2", "--temperature", "2"))
+    drawn = {w for line in out for w in line.split()}
+    assert drawn and drawn <= set(new) and drawn & {"zeppelin", "quasar"}  # new words are drawn too
+    # a dataset directory's vocabulary: every word drawn is Emma's
+    emma = load_run(work / "groc").generation_vocab(work / "emma")
+    out = lines(generate(work, "groc", "", "--vocab", work / "emma", "--max-tokens", "20", "--num-samples", "3",
+                         "--lexicon", work / "lex.parquet"))
+    assert {w for line in out for w in line.split()} <= set(emma)
+    assert "<unk>" not in emma and "<eos>" in emma
+    # composed rows over a chosen list equal the model's own rows for its words
+    seen = run.vocab[10]
+    assert run.embed_words([seen, "zeppelin"])[0].tolist() == pytest.approx(
+        run.model.compose(grad=False).weight[run.index[seen]].tolist(), abs=1e-6)
+
+
+def test_a_table_model_refuses_a_chosen_vocabulary_and_reads_unseen_words_as_unk(work, tmp_path):
+    (tmp_path / "words.txt").write_text("captain\n", encoding="utf-8")
+    r = generate(work, "tied", "the", "--vocab", tmp_path / "words.txt")
+    assert r.returncode == 2 and r.stdout == b""
+    err = r.stderr.decode().strip()
+    assert len(err.splitlines()) == 1 and err.startswith("groc: error: --vocab") and "GroC" in err
+    assert lines(generate(work, "tied", "the", "--vocab", "model", "--max-tokens", "2"))
+    prompts = "zzqx the\nthe qqzx\n"
+    r = generate(work, "tied", "--input", "-", "--max-tokens", "3", input=prompts.encode())
+    assert len(lines(r)) == 2
+    notes = [line for line in r.stderr.decode().splitlines() if "<unk>" in line]
+    assert len(notes) == 1 and "zzqx" in notes[0]
+    r = generate(work, "groc", "--input", "-", "--max-tokens", "3", input=prompts.encode())
+    assert len(lines(r)) == 2 and "<unk>" not in r.stderr.decode()
+
+
+def test_bad_input_is_one_line(work, tmp_path):
+    def refused(*args, needle, input=None, run="groc"):
+        r = generate(work, run, *args, input=input)
+        assert r.returncode != 0 and r.stdout == b"", r.stderr.decode()
+        err = r.stderr.decode().strip()
+        assert len(err.splitlines()) == 1 and needle in err, err
+
+    refused("the", "--vocab", tmp_path / "missing.txt", needle="--vocab")
+    (tmp_path / "empty.txt").write_text("")
+    refused("the", "--vocab", tmp_path / "empty.txt", needle="empty")
+    (tmp_path / "only-unk.txt").write_text("<unk>\n<eos>\n")
+    refused("the", "--vocab", tmp_path / "only-unk.txt", needle="no words")
+    refused("--input", tmp_path / "empty.txt", needle="empty")
+    refused("--input", "-", needle="no prompts", input=b"")
+    refused("the", "--input", tmp_path / "empty.txt", needle="not both")
+    refused("the", "--max-tokens", "0", needle="--max-tokens")
+    refused("the", "--temperature", "-1", needle="--temperature")
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "config.json").write_text("{not json")
+    r = run_groc("generate", damaged, "the")
+    assert r.returncode == 2 and "config.json" in r.stderr.decode() and len(r.stderr.decode().strip().splitlines()) == 1
+
+
+def test_an_empty_prompt_starts_from_nothing_and_blank_lines_are_prompts(work):
+    assert len(lines(generate(work, "tied", "", "--max-tokens", "4"))) == 1
+    assert len(lines(generate(work, "tied", "--max-tokens", "4", "--num-samples", "2"))) == 2
+    assert len(lines(generate(work, "tied", "--input", "-", "--max-tokens", "4", input=b"\nthe\n\n"))) == 3
+
+
+def test_a_finetuned_run_generates_over_its_union_vocabulary(work, tmp_path):
+    run_groc("finetune", work / "groc", work / "emma", "-o", tmp_path / "ft", "--max-tokens", "24",
+             "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--lexicon", work / "lex.parquet", check=True)
+    from groc_cli import load_run
+
+    run = load_run(tmp_path / "ft")
+    samples = run.generate(["the", "emma"], max_tokens=5, num_samples=2, seed=4)
+    assert [s.prompt for s in samples] == ["the", "the", "emma", "emma"]
+    assert all(set(s.words) <= set(run.vocab) for s in samples)
+
+
+def test_a_closed_pipe_ends_generation_quietly(work):
+    shell = (f"{sys.executable} -m groc_cli generate {work / 'tied'} the --max-tokens 200 --num-samples 500 "
+             "| head -n 2")
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", shell], capture_output=True,
+                       env={**__import__("os").environ, **TEST_ENV})
+    assert r.returncode == 0, r.stderr.decode()
+    assert len(r.stdout.decode().splitlines()) == 2 and r.stderr == b""
+
+
+def test_api_settings_errors_name_the_setting(work):
+    from groc_cli import load_run
+    from groc_cli.errors import GrocError
+
+    run = load_run(work / "tied")
+    with pytest.raises(GrocError, match=r"^top_p must be in \(0, 1\]"):
+        run.generate("the", top_p=0)
+    with pytest.raises(GrocError, match=r"^vocab .*GroC"):
+        run.generate("the", vocab=["captain"])

@@ -1,0 +1,70 @@
+"""groc runs: one row per run directory, as a table, JSON or CSV, sorted; damaged and unfinished runs are rows."""
+
+import csv
+import io
+import json
+import shutil
+
+import pytest
+
+from tests.conftest import REPO, run_groc
+
+TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """runs/: a finished tied run with a test evaluation, a finished lookup run, an unfinished run (its
+    summary.json gone, as while training), and a damaged one (config.json cut short)."""
+    root = tmp_path_factory.mktemp("runs")
+    books = REPO / "groc_cli" / "data"
+    run_groc("prepare", "--train", books / "austen-persuasion.txt", "--split", "3000,500,500", "-o", root / "data",
+             check=True)
+    for kind, tokens in (("tied", "300"), ("lookup", "48")):
+        run_groc("train", root / "data", "-o", root / "runs" / kind, "--output-layer", kind, "--max-tokens", tokens,
+                 *TINY, check=True)
+    (root / "runs" / "evals").mkdir()
+    ev = run_groc("eval", root / "runs" / "tied", root / "data", "--split", "test", check=True).stdout
+    (root / "runs" / "evals" / "tied-test.json").write_bytes(ev)
+    shutil.copytree(root / "runs" / "lookup", root / "runs" / "unfinished")
+    (root / "runs" / "unfinished" / "summary.json").unlink()
+    (root / "runs" / "broken").mkdir()
+    (root / "runs" / "broken" / "config.json").write_text('{"format": "groc-run", "mod')
+    return root
+
+
+def test_one_row_per_run_with_what_it_recorded(runs):
+    rows = json.loads(run_groc("runs", runs / "runs", "--json", check=True).stdout)
+    by = {r["run"].rsplit("/", 1)[-1]: r for r in rows}
+    assert sorted(by) == ["broken", "lookup", "tied", "unfinished"]
+    tied = by["tied"]
+    summary = json.loads((runs / "runs" / "tied" / "summary.json").read_text())
+    test = json.loads((runs / "runs" / "evals" / "tied-test.json").read_text())
+    assert tied["status"] == "done" and tied["kind"] == "tied" and tied["stage"] == "train"
+    assert tied["parameters"] == summary["parameters"] and tied["dataset"] == "data"
+    assert tied["best_valid_ppl"] == summary["best_valid_ppl"] and tied["stop_reason"] == summary["stop_reason"]
+    assert tied["test_ppl"] == test["perplexity"] and tied["test_vocab"] == "model"
+    assert by["lookup"]["test_ppl"] is None
+    assert by["unfinished"]["status"].startswith("unfinished") and by["unfinished"]["epochs"] is not None
+    assert by["broken"]["status"].startswith("damaged") and by["broken"]["kind"] is None
+
+
+def test_table_csv_and_sort(runs):
+    table = run_groc("runs", runs / "runs", "--sort", "parameters", check=True).stdout.decode().splitlines()
+    assert table[0].split()[:3] == ["run", "status", "kind"] and len(table) == 5
+    at = table[0].index("status")  # aligned: every row's status starts under the header's
+    assert {line[at:].split()[0] for line in table[1:]} <= {"done", "unfinished", "unfinished:", "damaged:"}
+    rows = list(csv.DictReader(io.StringIO(run_groc("runs", runs / "runs", "--csv", "--sort", "parameters",
+                                                    check=True).stdout.decode())))
+    params = [int(r["parameters"]) for r in rows if r["parameters"]]
+    assert params == sorted(params) and rows[-1]["status"].startswith("damaged")  # empty cells last
+
+
+def test_bad_input_is_one_line(runs, tmp_path):
+    for args, needle in (((runs / "runs", "--sort", "colour"), "--sort"), ((tmp_path / "missing",), "no such directory"),
+                         ((runs / "runs", "--json", "--csv"), "pick one")):
+        r = run_groc("runs", *args)
+        assert r.returncode == 2 and r.stdout == b"" and needle in r.stderr.decode()
+        assert len(r.stderr.decode().strip().splitlines()) == 1
+    r = run_groc("runs", tmp_path, check=True)
+    assert r.stdout == b"" and "no run directories" in r.stderr.decode()
