@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import REPO, TEST_ENV, run_groc
@@ -263,25 +264,32 @@ def test_new_words_leave_the_model_as_it_was(work):
     assert torch.equal(tied.log_probs("the zzqx"), tied.log_probs("the <unk>"))
 
 
-LONG_LINE = 2_000_000  # characters: the issue's 5M line takes minutes here; docs/benchmarks.md measures that one
-
-
-def test_memory_is_bounded_by_settings_not_by_the_length_of_a_line(work, tmp_path):
-    """One 5-million-character line built a tokens x vocabulary matrix (23.7 GB, the OOM killer):
-    under a 3 GiB address-space limit (RLIMIT_AS; about 1.1 GiB of it is torch's own, and the old code asks
-    for one 1.9 GB block on a 2M-character line) score finishes."""
+def test_memory_is_bounded_by_settings_not_by_the_length_of_a_line(tmp_path):
+    """One 5-million-character line built a tokens x vocabulary matrix (23.7 GB, the OOM killer). Here a
+    500,000-character line and a vocabulary of every word of the three embedded novels (~15K): that matrix
+    would be over 5 GB, and under a 3 GiB address-space limit (RLIMIT_AS; about 1.1 GiB of it is torch's own)
+    score finishes. docs/benchmarks.md measures the 5M-character line."""
     import resource
 
-    words = " ".join((work / "seen.txt").read_text(encoding="utf-8").split())
-    line = " ".join([words] * (LONG_LINE // len(words) + 1))
+    text = "\n".join(BOOKS.joinpath(name).read_text(encoding="utf-8") for name in
+                     ("austen-emma.txt", "austen-persuasion.txt", "chesterton-thursday.txt"))
+    (tmp_path / "books.txt").write_text(text, encoding="utf-8")
+    run_groc("prepare", "--train", tmp_path / "books.txt", "--split", "250000,1000,1000", "-o", tmp_path / "data", check=True)
+    run_groc("train", tmp_path / "data", "-o", tmp_path / "tied", "--output-layer", "tied", "--max-tokens", "200", *TINY,
+             check=True)
+    vocab = pq.read_table(tmp_path / "data" / "vocab.parquet").num_rows
+    words = text.split()
+    line = " ".join(words[: 500_000 // 6])
     (tmp_path / "long.txt").write_text(line + "\n", encoding="utf-8")
+    tokens = len(line.split()) + 1
+    assert tokens * vocab * 4 > 3 << 30  # the whole logit matrix alone would not fit
 
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
-    r = subprocess.run([sys.executable, "-m", "groc_cli", "score", str(work / "tied"), str(tmp_path / "long.txt")],
+    r = subprocess.run([sys.executable, "-m", "groc_cli", "score", str(tmp_path / "tied"), str(tmp_path / "long.txt")],
                        capture_output=True, env={**os.environ, **TEST_ENV}, preexec_fn=limit)
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     header, table = rows(r.stdout)
-    assert len(table) == 1 and int(table[0][header.index("tokens")]) == len(line.split()) + 1
+    assert len(table) == 1 and int(table[0][header.index("tokens")]) == tokens
     assert math.isfinite(float(table[0][header.index("ln_prob")]))
