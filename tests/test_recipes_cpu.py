@@ -56,8 +56,9 @@ def test_press_wolf_trains_the_four_rows_as_the_reference_code_and_writes_the_ta
     assert all(reference in c for c in trains.values())
     assert "--output-layer lookup -o" in trains["untied"] and "--output-layer tied -o" in trains["wt"]
     # projection_reg = 1 / (13 * 20 * 20): tf.nn.l2_loss(P) / (6.5 * batch) on a loss summed over 20 steps
-    assert "--output-layer lookup --projection-reg 0.00019230769230769231 -o" in trains["pr"]
-    assert "--output-layer tied --projection-reg 0.00019230769230769231 -o" in trains["wt-pr"]
+    # PR_INIT defaults to identity (P = I, no bias); authors is the reference code's random P with a bias
+    assert "--output-layer lookup --projection-reg 0.00019230769230769231 --projection-init identity -o" in trains["pr"]
+    assert "--output-layer tied --projection-reg 0.00019230769230769231 --projection-init identity -o" in trains["wt-pr"]
     evals = [c for c in made if c.startswith("eval ")]
     assert len(evals) == 4 and all(c.endswith("--split test --checkpoint last") for c in evals)
     table = (tmp_path / "results" / "press-wolf" / "press-wolf.md").read_text()
