@@ -384,7 +384,14 @@ def quickstart(out: Path, seconds: int) -> None:
     recorded = {json.dumps(json.loads((out / "evals" / f"{kind}-{d}-{n}.json").read_text()).get("environment"),
                            sort_keys=True)
                 for kind in ("tied", "groc") for d in QUICKSTART_SETS for n in ("base", "local", "unbounded")}
-    machines = [json.loads(r) for r in sorted(recorded)]
+    # Tied's evaluations read no lexicon, so only GroC's record WordNet: one line per machine, not per model.
+    found = [json.loads(r) for r in sorted(recorded)]
+    wordnet = next((m["wordnet"] for m in found if m and m.get("wordnet")), None)
+    machines = []
+    for m in found:
+        m = m and {**{k: v for k, v in m.items() if k != "wordnet"}, **({"wordnet": wordnet} if wordnet else {})}
+        if m not in machines:
+            machines.append(m)
     if machines == [None]:
         print("Machine: not recorded (evaluations written before groc recorded its environment).")
     for env in machines:
