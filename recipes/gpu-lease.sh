@@ -97,8 +97,7 @@ left=$((deadline - $(date +%s)))
 bash recipes/gpu-table2.sh wait "$(awk "BEGIN { printf \"%.2f\", $left / 60 }")" || {
   # Past the deadline: stop what is still live (SIGTERM: each run keeps its best checkpoint).
   echo "$NAME: stopping the runs still live at the deadline"
-  state=${RESULTS:-results}/gpu-table2/${SCALE:-paper}-$DATASET
-  for f in "$state"/*.pid; do kill -TERM -- "-$(cat "$f")" 2> /dev/null || true; done
+  bash recipes/gpu-table2.sh stop
   bash recipes/gpu-table2.sh wait 1 || true
 }
 echo "# $(date -u +%FT%TZ) collect"

@@ -5,6 +5,7 @@
 #   bash recipes/gpu-table2.sh start           prepare the dataset, then launch the runs and return
 #   bash recipes/gpu-table2.sh status          one line per run: state, epoch, best valid ppl, minutes
 #   bash recipes/gpu-table2.sh wait [MIN]      until no run is live (exit 0) or MIN minutes pass (exit 3)
+#   bash recipes/gpu-table2.sh stop            SIGTERM to every live run (each keeps its best checkpoint)
 #   bash recipes/gpu-table2.sh collect DIR     evaluate every run that has a checkpoint on the test split,
 #                                              then write the table and results into DIR: 7 files of at
 #                                              most 16 MiB (table2.md/.parquet, metrics.parquet,
@@ -22,10 +23,10 @@ set -euo pipefail
 NAME=gpu-table2
 SELF=$(realpath "$0")
 VERB=${1:-}
-usage="usage: bash recipes/gpu-table2.sh start|status|wait [MINUTES]|collect DIR|unpack DIR OUT|prepare"
+usage="usage: bash recipes/gpu-table2.sh start|status|wait [MINUTES]|stop|collect DIR|unpack DIR OUT|prepare"
 case "$VERB" in
   start|prepare) [ $# = 1 ] || { echo "$NAME: $VERB takes no arguments; $usage" >&2; exit 2; } ;;
-  status) [ $# = 1 ] || { echo "$NAME: status takes no arguments; $usage" >&2; exit 2; } ;;
+  status|stop) [ $# = 1 ] || { echo "$NAME: $VERB takes no arguments; $usage" >&2; exit 2; } ;;
   wait) [ $# -le 2 ] && [[ "${2:-1}" =~ ^[0-9]+(\.[0-9]+)?$ ]] \
           || { echo "$NAME: wait takes one number of minutes, not '${*:2}'; $usage" >&2; exit 2; } ;;
   collect) [ $# = 2 ] && [ -n "$2" ] || { echo "$NAME: collect needs one directory; $usage" >&2; exit 2; } ;;
@@ -43,7 +44,7 @@ case "$DATASET" in ptb|wt2) ;; *) echo "$NAME: DATASET must be ptb or wt2, not '
 JOBS=${JOBS:-2}
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "$NAME: JOBS must be a whole number of at least 1, not '$JOBS'" >&2; exit 2; }
 # status and wait only read: they leave commands.log alone.
-case "$VERB" in status|wait|unpack) LOG=/dev/null ;; esac
+case "$VERB" in status|wait|stop|unpack) LOG=/dev/null ;; esac
 source "$(dirname "$SELF")/lib/common.sh"
 select_kinds lookup convolutional tied bilinear deep-residual adaptive groc
 STATE=$OUT/$SCALE-$DATASET
@@ -140,6 +141,11 @@ wait)
     sleep 2
   done
   window status --state "$STATE"
+  ;;
+stop)
+  started
+  # Each run leads its own process group (setsid): the group takes the signal, groc train included.
+  for f in "$STATE"/*.pid; do [ -f "$f" ] && kill -TERM -- "-$(cat "$f")" 2> /dev/null || true; done
   ;;
 collect)
   started
