@@ -204,10 +204,12 @@ class WindowConvMax(torch.autograd.Function):
             # kept instead of the [n, P, F] activations. It comes from ``amax`` over one byte
             # per window: rank P - p where the window attains the maximum and 0 elsewhere,
             # so the largest rank is the first maximal window (ties resolved as ``max``
-            # does). Ranks fit a byte for windows up to 255 positions.
+            # does). Ranks fit a byte for windows up to 255 positions. ``y >= max`` marks
+            # the same windows as ``y == max`` (and none for a NaN maximum) and is about a
+            # quarter faster on CPU.
             if P < 256:
                 rank = torch.arange(P, 0, -1, dtype=torch.uint8, device=y.device)[None, :, None]
-                hit = torch.mul(y == values[:, None, :], rank)  # uint8 [n, P, F]
+                hit = torch.mul(y >= values[:, None, :], rank)  # uint8 [n, P, F]
                 # A NaN maximum matches no window (rank 0): clamp keeps the index in range,
                 # and the training loop stops on the non-finite loss.
                 position = (P - hit.amax(dim=1).long()).clamp_(max=P - 1)
@@ -222,23 +224,23 @@ class WindowConvMax(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         saved = ctx.saved_tensors
         rows_total, n_filters = ctx.table_shape
-        # One scatter per bucket and window offset k into the table, built transposed
-        # ([filters, bytes * width], so a target is row + a per-filter constant: no
-        # multiply): filter f gets grad[n, f] at the byte that word n's arg-max window holds
-        # at offset k. Offset k reaches only filters wider than k (``first_filter``).
-        column_base = torch.arange(n_filters, device=grad.device) * rows_total
+        # One scatter per bucket and window offset k into the table, along its rows (column
+        # f's target is table[row, f], addressed by the kernel: no index arithmetic pass):
+        # filter f gets grad[n, f] at the byte that word n's arg-max window holds at offset
+        # k. Offset k reaches only filters wider than k (``first_filter``). Each entry sums
+        # its terms in the same order as a flat scatter would, so the gradient is the same
+        # to the bit.
         grad = grad.to(torch.promote_types(grad.dtype, torch.float32))
-        grad_t = grad.new_zeros(n_filters * rows_total)
+        grad_table = grad.new_zeros(rows_total, n_filters)
         start = 0
         for bags, position in zip(saved[0::2], saved[1::2]):
             g = grad[start : start + bags.size(0)]
             start += bags.size(0)
             for k, first in enumerate(ctx.first_filter):
                 rows = bags[:, :, k].gather(1, position[:, first:])  # table row at offset k
-                grad_t.scatter_add_(0, (rows + column_base[first:]).view(-1), g[:, first:].reshape(-1))
+                grad_table[:, first:].scatter_add_(0, rows, g[:, first:])
         # No gradient for first_filter and the bucket tensors (every input after the table).
-        grad_table = grad_t.view(n_filters, rows_total).t().to(ctx.table_dtype)
-        return (grad_table,) + (None,) * (len(ctx.needs_input_grad) - 1)
+        return (grad_table.to(ctx.table_dtype),) + (None,) * (len(ctx.needs_input_grad) - 1)
 
 
 def csr_rows(offsets: torch.Tensor, indices: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -350,6 +352,7 @@ class BucketPlan:
             for s in range(start, start + n, step):
                 e = min(s + step, start + n)
                 self.buckets.append(encoder.window_rows(chars[sorted_idx[s:e], :L], sorted_lens[s:e]))
+        self.order = order
         self.inverse = torch.empty_like(order)
         self.inverse[order] = torch.arange(order.numel(), device=order.device)
 
@@ -364,7 +367,23 @@ class BucketPlan:
         step = chunk or pooled.size(0)
         parts = [encoder.finish(pooled[s : s + step]) for s in range(0, pooled.size(0), step)]
         out = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]
-        return out[self.inverse]
+        return PermuteRows.apply(out, self.inverse, self.order)
+
+
+class PermuteRows(torch.autograd.Function):
+    """``x[perm]`` for a permutation ``perm`` whose inverse is ``inverse``: the backward is the
+    gather ``grad[inverse]``, where autograd's indexing backward would accumulate into zeros
+    (with a sort on CPU) as if rows could repeat."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, perm: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(inverse)
+        return x.index_select(0, perm)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (inverse,) = ctx.saved_tensors
+        return grad.index_select(0, inverse), None, None
 
 
 class PlanCache:
