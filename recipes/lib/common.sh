@@ -1,4 +1,5 @@
-# Shared by the recipes under recipes/: source it after setting NAME.
+# Shared by the recipes, recipes/NAME/run.sh (docs/extending.md, "Adding a recipe"): source it after
+# setting NAME.
 #
 #   DATA=../shared/data   where the corpora are (layout of ../shared/data/README.md)
 #   SCALE=small|paper|tiny  small: finishes on a 2-core CPU; paper: the paper's settings, for a GPU;
