@@ -374,3 +374,19 @@ def test_every_recipe_folder_has_its_script_its_report_and_its_command():
     assert sorted(p.parent for p in REPO.glob("recipes/*/table.py")) == folders
     assert "grid-best" in tables.REPORTS  # a second report of check-wikitext2-caches/
 
+
+def test_the_scripts_output_layers_are_groc_s_registered_ones(tmp_path):
+    """recipes/lib/output-layers.txt, which common.sh and the tables read, names every output layer
+    groc registers, each once (in the paper's Table 2 order, which the registry does not keep)."""
+    from groc_cli.models import KINDS
+
+    assert sorted(report.OUTPUT_LAYERS) == sorted(KINDS) and len(set(report.OUTPUT_LAYERS)) == len(KINDS)
+    assert report.OUTPUT_LAYERS == ("lookup", "convolutional", "tied", "bilinear", "deep-residual", "adaptive", "groc")
+    env = {**os.environ, "DATA": str(tmp_path), "RESULTS": str(tmp_path / "results"),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", "-c", f'NAME=t; source {REPO}/recipes/lib/common.sh; printf "%s\\n" "${{OUTPUT_LAYERS[@]}}"'],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert tuple(r.stdout.split("\n")[:-1]) == report.OUTPUT_LAYERS
+    assert report.recipe("check-open-vocab").CHECK_OUTPUTS == report.OUTPUT_LAYERS
+    assert set(report.recipe("table2").PAPER_TABLE2) == set(report.OUTPUT_LAYERS)

@@ -17,7 +17,7 @@ done
 step "$C/lexicon.parquet" groc lexicon --vocab "$REUTERS" --vocab "$C/news14" --vocab "$C/wiki" --vocab "$C/books" \
   -o "$C/lexicon.parquet"
 TINY=(--emb 64 --hidden 128 --dropout 0.2 --max-tokens "${CHECK_TOKENS:-60000}" --seed 1 --log-every 50)
-for kind in lookup convolutional tied bilinear deep-residual adaptive groc; do
+for kind in "${OUTPUT_LAYERS[@]}"; do
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$C/lexicon.parquet")
   train "$C/runs/$kind" "$REUTERS" --output-layer "$kind" "${TINY[@]}" "${extra[@]}"
   dw=(); [ "$kind" = groc ] && dw=(--downweight-new 0.1)

@@ -6,10 +6,10 @@ import math
 import sys
 from pathlib import Path
 
-from report import Table, load, report
+from report import OUTPUT_LAYERS, Table, load, report
 
 
-CHECK_OUTPUTS = ("lookup", "convolutional", "tied", "bilinear", "deep-residual", "adaptive", "groc")
+CHECK_OUTPUTS = OUTPUT_LAYERS  # the layers run.sh trains: every one of recipes/lib/output-layers.txt
 CHECK_CACHES = ("none", "unigram", "local", "unbounded")
 
 

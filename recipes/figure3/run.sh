@@ -6,7 +6,8 @@
 #   BASELINES="tied adaptive" DATASETS="ptb wt2" bash recipes/figure3.sh
 NAME=figure3
 source "$(dirname "$0")/../lib/common.sh"
-BASELINES=${BASELINES:-lookup convolutional tied bilinear deep-residual adaptive}
+baselines=(); for kind in "${OUTPUT_LAYERS[@]}"; do [ "$kind" = groc ] || baselines+=("$kind"); done
+BASELINES=${BASELINES:-${baselines[*]}}  # every output layer but GroC
 DATASETS=${DATASETS:-ptb}
 for ds in $DATASETS; do
   dataset "$ds"

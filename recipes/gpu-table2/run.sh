@@ -46,7 +46,7 @@ JOBS=${JOBS:-2}
 # status and wait only read: they leave commands.log alone.
 case "$VERB" in status|wait|stop|unpack) LOG=/dev/null ;; esac
 source "$(dirname "$SELF")/../lib/common.sh"
-select_kinds lookup convolutional tied bilinear deep-residual adaptive groc
+select_kinds "${OUTPUT_LAYERS[@]}"
 STATE=$OUT/$SCALE-$DATASET
 DEVICE=(--device cuda); [ "$SCALE" = tiny ] && DEVICE=(--device cpu)
 window() { python "$ROOT/recipes/lib/window.py" "$@"; }

@@ -34,6 +34,15 @@ RECIPES = Path(__file__).resolve().parent.parent  # recipes/: one folder per rec
 DATASET_NAMES = {"ptb": "penn", "wt2": "wikitext2"}  # the paper's names
 
 
+def output_layers() -> tuple[str, ...]:
+    """groc's output layers in the order of the paper's Table 2, as recipes/lib/output-layers.txt
+    lists them for the scripts (common.sh: OUTPUT_LAYERS)."""
+    text = (RECIPES / "lib" / "output-layers.txt").read_text()
+    return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+OUTPUT_LAYERS = output_layers()
+
 
 def report(function):
     """Mark a function of a recipe's table.py as a report: ``report NAME --option=VALUE ...``

@@ -12,7 +12,7 @@
 NAME=table2
 source "$(dirname "$0")/../lib/common.sh"
 DATASETS=${DATASETS:-ptb wt2}
-select_kinds lookup convolutional tied bilinear deep-residual adaptive groc
+select_kinds "${OUTPUT_LAYERS[@]}"
 for ds in $DATASETS; do
   dataset "$ds"
   for kind in $KINDS; do

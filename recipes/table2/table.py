@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from report import DATASET_NAMES, Table, load, report, summary
+from report import DATASET_NAMES, OUTPUT_LAYERS, Table, load, report, summary
 
 
 # Table 2: (|Θ| in millions, test perplexity) for penn, wikitext2
@@ -23,7 +23,7 @@ def table2(out: Path, work: Path, scale: str, datasets: list[str]) -> None:
               ["dataset", "output", "params_M", "valid_ppl", "test_ppl", "tokens_per_s", "paper_params_M", "paper_test_ppl"],
               {"params_M": ".2f", "tokens_per_s": ".0f"})
     for ds in datasets:
-        for kind in PAPER_TABLE2:
+        for kind in OUTPUT_LAYERS:
             s = summary(work / "runs" / scale / f"{ds}-{kind}")
             e = load(work / "evals" / scale / f"{ds}-{kind}.test.json")
             p = PAPER_TABLE2[kind][0 if ds == "ptb" else 1]
