@@ -1,10 +1,4 @@
 #!/usr/bin/env bash
-# Table 1: dataset statistics (|V|, training tokens) and WordNet coverage of the training
-# vocabulary (relations, definitions) for PTB and WikiText-2.
-#   bash recipes/table1.sh            (DATA=../shared/data RESULTS=results; no training, ~1 minute)
-# SCALE does not change this table.
-NAME=table1
-source "$(dirname "$0")/lib/common.sh"
-ptb
-wikitext2
-report table1 --out="$OUT" --work="$WORK"
+# bash recipes/table1.sh: the recipe in recipes/table1/ (run.sh, whose comment says what it runs and
+# prints; table.py, its table). This name is the command that README, docs and commands.log give.
+exec bash "$(dirname "$0")/table1/run.sh" "$@"

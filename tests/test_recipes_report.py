@@ -1,5 +1,5 @@
-"""The recipes' result tables (recipes/lib/tables.py) on small made-up outputs with the fields
-each report reads: the printed tables, the Markdown and Parquet files and the plots must be what
+"""The recipes' result tables (recipes/NAME/table.py, found and run by recipes/lib/tables.py) on
+small made-up outputs with the fields each report reads: the printed tables, the Markdown and Parquet files and the plots must be what
 the recipes wrote before their reports moved out of shell heredocs.
 
 The expected files under tests/recipes_expected/ are frozen output: they were written by this
@@ -29,6 +29,7 @@ from .conftest import REPO
 EXPECTED = Path(__file__).parent / "recipes_expected"
 sys.path.insert(0, str(REPO / "recipes" / "lib"))
 try:
+    import report
     import tables
 finally:
     sys.path.pop(0)
@@ -71,11 +72,11 @@ def build_runs(rng, scale, datasets, names, best_valid=True):
 
 
 def build_table2(rng, scale="small", datasets=("ptb", "wt2")):
-    build_runs(rng, scale, datasets, tables.PAPER_TABLE2, best_valid=False)
+    build_runs(rng, scale, datasets, report.recipe("table2").PAPER_TABLE2, best_valid=False)
 
 
 def build_table3(rng, scale="small", datasets=("ptb", "wt2")):
-    build_runs(rng, scale, datasets, tables.PAPER_TABLE3)
+    build_runs(rng, scale, datasets, report.recipe("table3").PAPER_TABLE3)
 
 
 def build_table4(rng, scale="small", fractions=("0", "0.2", "0.5", "1"), train_fractions=("0", "1")):
@@ -90,12 +91,12 @@ def build_table4(rng, scale="small", fractions=("0", "0.2", "0.5", "1"), train_f
 def build_table5(rng, scale="small", suffix="-min2", tests=("news13", "news14", "web", "wiki", "books")):
     for kind in ("tied", "groc"):
         for d in tests:
-            for setting, _ in tables.TABLE5_SETTINGS:
+            for setting, _ in report.recipe("table5").TABLE5_SETTINGS:
                 _write(Path(f"work/evals/{scale}/table5{suffix}-{kind}-{d}-{setting}.json"),
                        {"perplexity": _ppl(rng) * 10, "tokens": rng.randrange(5_000, 300_000),
                         "vocab_size": rng.randrange(5_000, 60_000), "new_words": rng.randrange(100, 20_000),
                         "oov_rate": rng.random() / 5})
-        for ft in tables.TABLE5_FINETUNING:
+        for ft in report.recipe("table5").TABLE5_FINETUNING:
             run = Path(f"work/runs/{scale}/reuters{suffix}-{kind}-ft-{ft}")
             run.mkdir(parents=True)
             pq.write_table(pa.table({"epoch": [1, 2, 3], "train_loss": [rng.uniform(4, 7) for _ in range(3)],
@@ -130,9 +131,9 @@ def build_figure6(rng):
 
 
 def build_check_open_vocab(rng, domains=("news14", "wiki", "books"), non_finite=()):
-    for kind in tables.CHECK_OUTPUTS:
+    for kind in report.recipe("check-open-vocab").CHECK_OUTPUTS:
         for d in domains:
-            for x in tables.CHECK_CACHES:
+            for x in report.recipe("check-open-vocab").CHECK_CACHES:
                 ppl = math.inf if (kind, d, x) in non_finite else _ppl(rng)
                 _write(Path(f"check/evals/{kind}-{d}-{x}.json"), {"perplexity": ppl, "tokens": rng.randrange(9_000, 30_000),
                                                                    "oov_rate": rng.random() / 5, "new_words": rng.randrange(10, 3_000)})
@@ -156,7 +157,7 @@ QUICKSTART_ENVIRONMENT = {"groc": "0.1.0", "python": "3.11.2", "torch": "2.13.0+
 def build_quickstart(rng):
     for kind in ("tied", "groc"):
         _write(Path(f"out/{kind}/summary.json"), {"tokens": 170_123, "parameters": rng.randrange(300_000, 500_000)})
-        for d in tables.QUICKSTART_SETS:
+        for d in report.recipe("quickstart").QUICKSTART_SETS:
             for n in ("base", "local", "unbounded"):
                 _write(Path(f"out/evals/{kind}-{d}-{n}.json"), {"tokens": rng.randrange(20_000, 40_000), "oov_rate": rng.random() / 5,
                                                                 "new_words": rng.randrange(100, 3_000), "perplexity": _ppl(rng),
@@ -286,9 +287,109 @@ def test_converge_report_names_each_model_and_how_it_stopped(tmp_path, capsys):
     _write(out / "evals" / "compare-tied-groc.json", {"bins": [{"bin": "1-49", "median_diff": -0.16},
                                                                {"bin": "0", "median_diff": None}],
                                                       "overall": {"median_diff": -0.11}})
-    tables.converge(out, ["tied", "groc"], 3600)
+    report.recipe("converge").converge(out, ["tied", "groc"], 3600)
     md = (out / "converge.md").read_text()
     assert "| tied | 1,111,089 | 45 | early-stopping | 18 | 67.1 | 78.1 |" in md
     assert "| GroC, authors' char-CNN init |" in md and "max-minutes" in md and "not converged" in md
     assert "1-49: -0.160; overall -0.110" in md
     assert pq.read_table(out / "converge.parquet").num_rows == 2
+
+
+# A recipe is a folder (recipes/NAME/: run.sh and table.py); the report finds it by scanning.
+
+DROPPED_TABLE = '''
+from pathlib import Path
+
+from report import Table, load, report
+
+
+@report
+def dropped_in(out: Path, work: Path, names: list[str]) -> None:
+    """A recipe that no central file names."""
+    t = Table("dropped-in", "A dropped-in recipe", ["name", "ppl"])
+    for n in names:
+        t.add(name=n, ppl=load(work / f"{n}.json")["perplexity"])
+    t.write(out, notes=["found by scanning recipes/*/table.py"])
+
+
+def helper_not_a_report(out: Path) -> None:
+    raise AssertionError("only @report functions are commands")
+'''
+DROPPED_SCRIPT = '''#!/usr/bin/env bash
+NAME=dropped-in
+source "$(dirname "$0")/../lib/steps.sh"
+WORK=$1
+report dropped-in --out="$2" --work="$WORK" --names="a b"
+'''
+
+
+def test_a_recipe_folder_dropped_in_is_found_without_editing_a_central_file(tmp_path):
+    """recipes/lib as it is, copied beside a new folder: the folder's script reaches its table through
+    `report`, and nothing under recipes/lib names it."""
+    recipes = tmp_path / "recipes"
+    (recipes / "lib").mkdir(parents=True)
+    for f in (REPO / "recipes" / "lib").iterdir():
+        if f.is_file():
+            (recipes / "lib" / f.name).write_bytes(f.read_bytes())
+    (recipes / "dropped-in").mkdir()
+    (recipes / "dropped-in" / "table.py").write_text(DROPPED_TABLE)
+    (recipes / "dropped-in" / "run.sh").write_text(DROPPED_SCRIPT)
+    for n, ppl in (("a", 91.25), ("b", 12345.0)):
+        _write(tmp_path / "work" / f"{n}.json", {"perplexity": ppl})
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", str(recipes / "dropped-in" / "run.sh"), str(tmp_path / "work"), str(tmp_path / "out")],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "| a | 91.2 |\n| b | 12345.0 |" in r.stdout
+    assert (tmp_path / "out" / "dropped-in.md").read_text() + "\n" == r.stdout
+    assert pq.read_table(tmp_path / "out" / "dropped-in.parquet").num_rows == 2
+    assert not any("dropped" in f.read_text() for f in (recipes / "lib").iterdir())
+    found = tables.reports(recipes)
+    assert list(found) == ["dropped-in"]  # not its helper, nor the imported `report` or `load`
+    r = subprocess.run([sys.executable, str(recipes / "lib" / "tables.py"), "helper-not-a-report", "--out=x"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "invalid choice: 'helper-not-a-report'" in r.stderr
+
+
+def test_two_reports_of_one_name_are_refused(tmp_path):
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "table.py").write_text(DROPPED_TABLE)
+    with pytest.raises(ValueError, match="two reports are named dropped-in"):
+        tables.reports(tmp_path)
+
+
+def test_every_recipe_folder_has_its_script_its_report_and_its_command():
+    """recipes/NAME/ holds run.sh and (for a recipe with a table) table.py with a report NAME;
+    recipes/NAME.sh, the command README and docs give, runs that folder's script."""
+    folders = sorted(p.parent for p in REPO.glob("recipes/*/run.sh"))
+    assert len(folders) == 15
+    for folder in folders:
+        entry = REPO / "recipes" / f"{folder.name}.sh"
+        assert f'exec bash "$(dirname "$0")/{folder.name}/run.sh" "$@"' in entry.read_text(), entry
+        assert os.access(entry, os.X_OK) and os.access(folder / "run.sh", os.X_OK)
+        if (folder / "table.py").exists():
+            assert folder.name in tables.REPORTS
+            assert tables.REPORTS[folder.name].__module__ == report.recipe(folder.name).__name__
+    assert sorted(p.parent for p in REPO.glob("recipes/*/table.py")) == folders
+    assert "grid-best" in tables.REPORTS  # a second report of check-wikitext2-caches/
+
+
+def test_the_scripts_output_layers_are_groc_s_registered_ones(tmp_path):
+    """recipes/lib/output-layers.txt, which common.sh and the tables read, names every output layer
+    groc registers, each once (in the paper's Table 2 order, which the registry does not keep). The
+    registry is read in a process of its own: the layers groc_cli.models imports, not a test's."""
+    r = subprocess.run([sys.executable, "-c", "from groc_cli.models import KINDS; print(*KINDS)"],
+                       capture_output=True, text=True)
+    kinds = r.stdout.split()
+    assert r.returncode == 0 and kinds, r.stderr
+    assert sorted(report.OUTPUT_LAYERS) == sorted(kinds) and len(set(report.OUTPUT_LAYERS)) == len(kinds)
+    assert report.OUTPUT_LAYERS == ("lookup", "convolutional", "tied", "bilinear", "deep-residual", "adaptive", "groc")
+    env = {**os.environ, "DATA": str(tmp_path), "RESULTS": str(tmp_path / "results"),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", "-c", f'NAME=t; source {REPO}/recipes/lib/common.sh; printf "%s\\n" "${{OUTPUT_LAYERS[@]}}"'],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert tuple(r.stdout.split("\n")[:-1]) == report.OUTPUT_LAYERS
+    assert report.recipe("check-open-vocab").CHECK_OUTPUTS == report.OUTPUT_LAYERS
+    assert set(report.recipe("table2").PAPER_TABLE2) == set(report.OUTPUT_LAYERS)

@@ -1,4 +1,5 @@
-# Shared by the recipes under recipes/: source it after setting NAME.
+# Shared by the recipes, recipes/NAME/run.sh (docs/extending.md, "Adding a recipe"): source it after
+# setting NAME.
 #
 #   DATA=../shared/data   where the corpora are (layout of ../shared/data/README.md)
 #   SCALE=small|paper|tiny  small: finishes on a 2-core CPU; paper: the paper's settings, for a GPU;
@@ -13,6 +14,9 @@
 # The step helpers (step, capture, train, finetune, report) are in steps.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 DATA=${DATA:-../shared/data}
+# groc's output layers in the paper's Table 2 order, declared once for the scripts and the tables
+# (recipes/lib/output-layers.txt; a test checks it against groc's registry).
+mapfile -t OUTPUT_LAYERS < <(grep -v '^#' "$ROOT/recipes/lib/output-layers.txt")
 SCALE=${SCALE:-small}
 RESULTS=${RESULTS:-results}
 WORK=${WORK:-$RESULTS/work}

@@ -9,19 +9,67 @@ outputs only.
 
 ``load`` fails (one line, exit 2) when an expected output is missing, so a table is never
 built from partial outputs.
+
+A recipe is a folder, recipes/NAME/: its script (run.sh) and its table (table.py: the report
+functions, marked ``@report``, and the paper's numbers beside them). ``tables.py`` finds the
+reports by scanning the folders; ``recipe(NAME)`` is another recipe's table.py, for numbers two
+recipes share (Table 2's paper values serve table2, gpu-table2 and table2-cpu).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from groc_cli.artifacts import atomic_path
+from groc_cli.artifacts import atomic_path, read_metadata
+
+RECIPES = Path(__file__).resolve().parent.parent  # recipes/: one folder per recipe, and lib/
+DATASET_NAMES = {"ptb": "penn", "wt2": "wikitext2"}  # the paper's names
+
+
+def output_layers() -> tuple[str, ...]:
+    """groc's output layers in the order of the paper's Table 2, as recipes/lib/output-layers.txt
+    lists them for the scripts (common.sh: OUTPUT_LAYERS)."""
+    text = (RECIPES / "lib" / "output-layers.txt").read_text()
+    return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+OUTPUT_LAYERS = output_layers()
+
+
+def report(function):
+    """Mark a function of a recipe's table.py as a report: ``report NAME --option=VALUE ...``
+    (steps.sh) calls it, NAME being the function's name with - for _, its options its parameters."""
+    function.is_report = True
+    return function
+
+
+_LOADED: dict[Path, ModuleType] = {}
+
+
+def recipe(name: str, root: Path = RECIPES) -> ModuleType:
+    """The table.py of recipe ``name`` (root/NAME/table.py), loaded once."""
+    path = (Path(root) / name / "table.py").resolve()
+    if path not in _LOADED:
+        spec = importlib.util.spec_from_file_location(f"recipe_{name.replace('-', '_')}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _LOADED[path] = module
+    return _LOADED[path]
+
+
+def coverage(lexicon: Path) -> dict:
+    """A lexicon's WordNet coverage of its vocabulary, in % (Table 1's and Table 4's columns)."""
+    cov = read_metadata(lexicon)["coverage"]
+    return {"relations_cov": round(100 * cov["relations_coverage"], 1),
+            "definitions_cov": round(100 * cov["definition_coverage"], 1)}
 
 
 def fail(message: str) -> None:

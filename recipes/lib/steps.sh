@@ -91,5 +91,6 @@ train() { local run=$1; shift; _resumable train "$run" "$@"; }
 # finetune RUN DATASET NEW_RUN ARGS...: groc finetune RUN DATASET ARGS into NEW_RUN.
 finetune() { local run=$1 dataset=$2 new=$3; shift 3; _resumable finetune "$new" "$run" "$dataset" "$@"; }
 
-# report NAME --OPTION=VALUE...: the result table NAME from finished outputs (recipes/lib/tables.py).
+# report NAME --OPTION=VALUE...: the result table NAME from finished outputs (a @report function of a
+# recipe folder's table.py, recipes/*/table.py, found by recipes/lib/tables.py).
 report() { python "$ROOT/recipes/lib/tables.py" "$@"; }

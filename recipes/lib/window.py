@@ -27,8 +27,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-#: The output layers in Table 2's order.
-KINDS = ("lookup", "convolutional", "tied", "bilinear", "deep-residual", "adaptive", "groc")
+from report import OUTPUT_LAYERS
+
+#: The output layers in Table 2's order (recipes/lib/output-layers.txt).
+KINDS = OUTPUT_LAYERS
 #: What collect may bring back: files, and bytes each (the lent machine's limits).
 MAX_FILES, MAX_BYTES = 8, 16 * 2**20
 #: Exit statuses of a run ended by SIGINT or SIGTERM (groc train's 130 and 143): resumable.

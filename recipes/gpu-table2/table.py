@@ -1,0 +1,48 @@
+"""Table 2 from one GPU window (recipes/gpu-table2/run.sh collect)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from report import DATASET_NAMES, Table, recipe, report
+
+PAPER_TABLE2 = recipe("table2").PAPER_TABLE2
+
+
+@report
+def gpu_table2(out: Path, state: Path) -> None:
+    """Table 2 from one GPU window (gpu-table2.sh): every started run, however it ended, with the
+    prefix regularization and precision its config.json records."""
+    from window import _json, runs  # recipes/lib/window.py: the window's runs and how each ended
+
+    start = _json(state / "start.json")
+    ds = start["dataset"]
+    t = Table("table2", f"Table 2 in one window: {DATASET_NAMES[ds]}, SCALE={start['scale']}, MINUTES={start['minutes']} "
+              f"({start['device']})",
+              ["dataset", "output", "ended", "epochs", "best_epoch", "minutes", "params_M", "valid_ppl", "test_ppl",
+               "emb_dropout", "layer_dropout", "dropout", "out_dropout", "precision", "paper_params_M",
+               "paper_test_ppl"],
+              {"params_M": ".2f", "minutes": ".1f", "epochs": "d", "best_epoch": "d", "emb_dropout": ".2f",
+               "layer_dropout": ".2f", "dropout": ".2f", "out_dropout": ".2f"})
+    for r in runs(state):
+        model = (r["config"] or {}).get("model", {})
+        train = (r["config"] or {}).get("train", {})
+        ended = r["state"] if r["state"] in ("training", "died") else f"{r['state']}: {r['detail'].split(' (')[0]}"
+        p = PAPER_TABLE2[r["kind"]][0 if ds == "ptb" else 1]
+        t.add(dataset=DATASET_NAMES[ds], output=r["kind"], ended=ended, epochs=r["epochs"], best_epoch=r["best_epoch"],
+              minutes=r["minutes"], params_M=r["config"]["parameters"] / 1e6 if r["config"] else None,
+              valid_ppl=r["best_valid_ppl"], test_ppl=(r["evaluation"] or {}).get("perplexity"),
+              emb_dropout=model.get("emb_dropout"),
+              layer_dropout=model.get("layer_dropout") if model.get("layer_dropout") is not None else model.get("dropout"),
+              dropout=model.get("dropout"), out_dropout=model.get("out_dropout"),
+              precision=("bfloat16 autocast" if train.get("amp") else "float32") if train else None,
+              paper_params_M=p[0], paper_test_ppl=p[1])
+    t.write(out, notes=[
+        "ended: finished by early-stopping (converged: 8 epochs without validation improvement), max-minutes (the "
+        "window's MINUTES, not converged) or max-epochs; stopped: interrupted or killed, its best checkpoint "
+        "evaluated; died: failed (runs.json has its log). Only early-stopping rows are the paper's measurement.",
+        "test_ppl: the best checkpoint (lowest validation perplexity) on the test split, closed vocabulary.",
+        f"Settings: recipes/configs/{DATASET_NAMES[ds]}/<output>.toml (appendix B.1 + Table 8); the regularization "
+        "columns are each run's own config.json (emb_dropout on the input embeddings, layer_dropout between the LSTM "
+        "layers, dropout after the last, out_dropout on the output embeddings).",
+        f"Runs started {start['started']}; commands in commands.log, machine in environment.json."])

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Press & Wolf (2017), Table 6 on CPU: Zaremba et al.'s (2014) small PTB model without dropout, as
+# published, with weight tying (WT), projection regularization (PR) and both:
+#   bash recipes/press-wolf.sh        # ~1.2 h a row on one core; JOBS=2 rows at a time (~2.5 h on 2 cores)
+# prints one table: parameters, final train/valid perplexity and test perplexity per row, beside the
+# published ones, and writes it to results/press-wolf/ (.md, .parquet, commands.log).
+# The model and schedule are the reference code's (ofirpress/UsingTheOutputEmbedding, ptb_word_lm/,
+# the TensorFlow tutorial's SmallConfig): 2 LSTM layers of 200 units, 200-d embeddings, no dropout,
+# every weight in U(-0.1, 0.1), batch 20, BPTT 20, plain SGD at 1.0 for epochs 1-5 and halved after
+# every later epoch, 13 epochs. That code sums the loss over the 20 BPTT steps (and averages over
+# the batch); groc's loss is the per-token mean, so the same steps are --lr 20 and --clip 0.25 here
+# (5 / 20), and their penalty tf.nn.l2_loss(P) / (6.5 · 20) is projection_reg = 1 / (13 · 20 · 20)
+# = 1/5200 (docs/reproduction.md; tests/training/test_zaremba_schedule.py checks both against the
+# reference's formulation). Test perplexity is the last epoch's model on one stream, as the reference
+# code evaluates it; valid is the last epoch's, over --eval-batch-size 20 streams as theirs.
+# Rows (ROWS, default all four): untied, wt, pr, wt-pr.
+# Environment: DATA (default ../shared/data), RESULTS (default results), WORK (default results/work),
+# JOBS (default 2; one thread each), PR_INIT (the PR rows' projection: identity, the default, starts P = I
+# with no bias; authors is the reference code's, P and a bias after it drawn like every weight;
+# docs/reproduction.md compares them).
+# Re-running skips finished rows and resumes an interrupted one from its last checkpoint.
+NAME=press-wolf
+source "$(dirname "$0")/../lib/common.sh"
+ROWS=${ROWS:-untied wt pr wt-pr}
+JOBS=${JOBS:-2}
+case "$JOBS" in ''|*[!0-9]*|0) echo "$NAME: JOBS must be a whole number of at least 1, not '$JOBS'" >&2; exit 2 ;; esac
+for r in $ROWS; do
+  case $r in untied|wt|pr|wt-pr) ;; *) echo "$NAME: ROWS takes untied wt pr wt-pr, not '$r'" >&2; exit 2 ;; esac
+done
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
+step "$WORK/ptb" groc prepare --train "$DATA/ptb/ptb.train.txt" --valid "$DATA/ptb/ptb.valid.txt" \
+  --test "$DATA/ptb/ptb.test.txt" -o "$WORK/ptb"
+RUNS=$WORK/runs/press-wolf
+EVALS=$WORK/evals/press-wolf
+SMALL=(--emb 200 --hidden 200 --layers 2 --dropout 0 --init-range 0.1 --batch-size 20 --bptt 20 --eval-batch-size 20
+       --optimizer sgd --schedule epochs --lr 20 --clip 0.25 --lr-decay 0.5 --lr-decay-after 4 --max-epochs 13
+       --patience 13 --seed 1 --log-every 500)
+PR=0.00019230769230769231  # 1 / (13 * 20 * 20)
+PR_INIT=${PR_INIT:-identity}
+case "$PR_INIT" in authors|identity) ;; *) echo "$NAME: PR_INIT must be authors or identity, not '$PR_INIT'" >&2; exit 2 ;; esac
+row() {
+  local r=$1 args=()
+  case $r in
+    untied) args=(--output-layer lookup) ;;
+    wt) args=(--output-layer tied) ;;
+    pr) args=(--output-layer lookup --projection-reg "$PR" --projection-init "$PR_INIT") ;;
+    wt-pr) args=(--output-layer tied --projection-reg "$PR" --projection-init "$PR_INIT") ;;
+  esac
+  train "$RUNS/$r" "$WORK/ptb" "${SMALL[@]}" "${args[@]}"
+  capture "$EVALS/$r.test.json" groc eval "$RUNS/$r" "$WORK/ptb" --split test --checkpoint last
+}
+running=0
+for r in $ROWS; do
+  [ "$running" -ge "$JOBS" ] && { wait -n; running=$((running - 1)); }
+  row "$r" &
+  running=$((running + 1))
+done
+failed=0
+while [ "$running" -gt 0 ]; do wait -n || failed=1; running=$((running - 1)); done
+[ "$failed" = 0 ] || { echo "$NAME: a row failed (above); re-run to resume it" >&2; exit 1; }
+report press-wolf --out="$OUT" --work="$WORK" --rows="$ROWS"

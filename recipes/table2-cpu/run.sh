@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Table 2 on PTB trained to convergence on CPU: all seven output layers with one CPU-sized prefix
+# network and the paper's schedule (B.1: Adam 1e-3, batch 20, BPTT 35, clip 0.1, learning rate x0.1
+# after 4 epochs without validation improvement, early stop after 8), each run until early
+# stopping ends it (EPOCHS, default 100, is only a safeguard; a row it stops says so).
+#   bash recipes/table2-cpu.sh           # hours a row on one core; JOBS=2 rows at a time
+#   KINDS="tied tied-hidden" bash recipes/table2-cpu.sh   # some rows only (then once more for the table)
+# prints one table (test perplexity closed and open vocabulary, |Θ|, epochs, stopping reason, minutes)
+# and writes it to results/table2-cpu/ with Figure 3's frequency bins (GroC against tied and against
+# the best table model) and commands.log.
+# Size: Zaremba et al.'s and Press & Wolf's small model, 2 LSTM layers, 200-d embeddings and 200
+# units (an epoch of tied is about 5 minutes of one core here; 2 x 1024 would be about 25), with
+# dropout, so that every row converges in hours and the untied/tied rows sit beside
+# recipes/press-wolf.sh's. Each layer keeps its own Table 8 settings (output dropout r, depth k,
+# activation, cutoffs, correction) from recipes/configs/penn/KIND.toml; the prefix is overridden
+# for all alike: --emb 200 --hidden 200 and one dropout rate (DROPOUT, default 0.3) on the input
+# embeddings, between the LSTM layers and after the last, as Zaremba et al. and Press & Wolf's
+# large model drop (docs/reproduction.md gives the A/B that decided it).
+# Rows (KINDS, default all): lookup convolutional tied bilinear deep-residual adaptive groc, and
+# tied-hidden: tied with the paper's hidden-unit dropout only (no input-embedding dropout), the
+# one-variable A/B of the prefix regularization.
+# Environment: DATA (default ../shared/data), RESULTS (default results), WORK (default results/work),
+# JOBS (default 2; one thread each), DROPOUT, EPOCHS. Re-running skips finished rows and resumes
+# an interrupted one; a finished row's evaluations and per-token records are written as soon as it
+# ends, so an interruption costs at most the unfinished rows.
+NAME=table2-cpu
+source "$(dirname "$0")/../lib/common.sh"
+select_kinds tied tied-hidden lookup adaptive bilinear deep-residual convolutional groc
+JOBS=${JOBS:-2}
+DROPOUT=${DROPOUT:-0.3}
+EPOCHS=${EPOCHS:-100}
+case "$JOBS$EPOCHS" in *[!0-9]*) echo "$NAME: JOBS and EPOCHS must be whole numbers" >&2; exit 2 ;; esac
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
+ptb
+RUNS=$WORK/runs/cpu
+EVALS=$WORK/evals/cpu
+CPU=(--emb 200 --hidden 200 --layers 2 --dropout "$DROPOUT" --max-epochs "$EPOCHS" --seed 1 --log-every 500)
+row() {
+  local kind=$1 layer=$1 extra=() lex=()
+  case $kind in
+    tied-hidden) layer=tied; extra=(--emb-dropout 0) ;;
+    *) extra=(--emb-dropout "$DROPOUT") ;;
+  esac
+  [ "$kind" = groc ] && lex=(--lexicon "$WORK/ptb.lexicon.parquet")
+  train "$RUNS/ptb-$kind" "$WORK/ptb" --config "$ROOT/recipes/configs/penn/$layer.toml" "${CPU[@]}" "${extra[@]}" \
+    ${lex[@]+"${lex[@]}"}
+  capture "$EVALS/ptb-$kind.test.json" groc eval "$RUNS/ptb-$kind" "$WORK/ptb" --split test \
+    --per-token "$EVALS/ptb-$kind.test.parquet"
+  capture "$EVALS/ptb-$kind.test-open.json" groc eval "$RUNS/ptb-$kind" "$WORK/ptb" --split test --vocab union \
+    ${lex[@]+"${lex[@]}"}
+}
+running=0 failed=0
+for kind in $KINDS; do
+  [ "$running" -ge "$JOBS" ] && { wait -n || failed=1; running=$((running - 1)); }
+  row "$kind" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do wait -n || failed=1; running=$((running - 1)); done
+[ "$failed" = 0 ] || { echo "$NAME: a row failed (above); re-run to resume it" >&2; exit 1; }
+stop_if_some_kinds
+for kind in $KINDS; do
+  case $kind in groc|tied-hidden) continue ;; esac
+  capture "$EVALS/compare-$kind-groc.json" groc compare "$EVALS/ptb-$kind.test.parquet" "$EVALS/ptb-groc.test.parquet" \
+    --column model --names "$kind,groc"
+done
+report table2-cpu --out="$OUT" --work="$WORK" --kinds="$KINDS"
