@@ -33,9 +33,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from train_throughput import MALLOC_ENV, PTB_TRAIN, read_corpus  # noqa: E402
+from train_throughput import MALLOC_ENV, PTB_TRAIN, add_model_options, model_config, read_corpus  # noqa: E402
 
-from groc_cli.models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class  # noqa: E402
+from groc_cli.models import KINDS, Lexicon, build_model, output_layer_class  # noqa: E402
 from groc_cli.models.common import SoftmaxComposed  # noqa: E402
 
 PHASES = ("compose_forward", "lstm_forward", "softmax_forward", "softmax_backward", "lstm_backward",
@@ -59,7 +59,7 @@ class Clock:
 
 
 class Runner:
-    def __init__(self, kind: str, config: ModelConfig, vocab, lexicon, data: torch.Tensor, args) -> None:
+    def __init__(self, kind: str, config, vocab, lexicon, data: torch.Tensor, args) -> None:
         torch.manual_seed(1)
         self.kind = kind
         self.model = build_model(config, vocab, lexicon=lexicon if output_layer_class(kind).needs_lexicon else None)
@@ -176,9 +176,7 @@ def main() -> None:
     ap.add_argument("--kinds", default="tied,groc", help="comma-separated output kinds (default tied,groc)")
     ap.add_argument("--steps", type=int, default=10, help="timed steps per kind and way (after --warmup)")
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--emb", type=int, default=200)
-    ap.add_argument("--hidden", type=int, default=200)
-    ap.add_argument("--layers", type=int, default=2)
+    add_model_options(ap, emb=200, hidden=200)
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--bptt", type=int, default=35)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
@@ -200,7 +198,7 @@ def main() -> None:
     lexicon = Lexicon.from_parquet(args.lexicon) if needs_lexicon else None
     runners = {}
     for kind in kinds:
-        config = ModelConfig(output=kind, emb=args.emb, hidden=args.hidden, layers=args.layers)
+        config = model_config(args, kind)
         runners[kind] = Runner(kind, config, vocab, lexicon, data, args)
     for step in range(args.warmup + args.steps):
         for runner in runners.values():
@@ -223,7 +221,8 @@ def main() -> None:
                      "layers": args.layers, "batch": args.batch, "bptt": args.bptt, "steps": args.steps,
                      "warmup": args.warmup, "threads": torch.get_num_threads(), "torch": torch.__version__,
                      "machine": platform.processor() or platform.machine(),
-                     "lexicon": str(args.lexicon) if args.lexicon else None},
+                     "lexicon": str(args.lexicon) if args.lexicon else None, "config": args.config,
+                     "dropout": args.dropout},
         "results": results,
     }, indent=1))
 

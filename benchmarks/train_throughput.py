@@ -22,6 +22,7 @@ import platform
 import statistics
 import sys
 import time
+import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -38,6 +39,30 @@ MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": 
 PTB_TRAIN = Path(os.environ.get("GROC_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) / "ptb" / "ptb.train.txt"
 
 # The 45 WordNet lexicographer files (lexnames(5WN)), in NLTK's "lexnames" format.
+def model_config(args, kind: str, **extra) -> ModelConfig:
+    """KIND's settings: the [model] section of ``--config`` (KIND in the path standing for the
+    kind) when given, then --emb/--hidden/--layers and --dropout (when given) over it."""
+    settings = {}
+    if args.config:
+        path = Path(args.config.replace("KIND", kind))
+        if not path.is_file():
+            sys.exit(f"error: --config {path} not found")
+        settings = tomllib.loads(path.read_text(encoding="utf-8")).get("model", {})
+    settings.update(output=kind, emb=args.emb, hidden=args.hidden, layers=args.layers, **extra)
+    if args.dropout is not None:
+        settings["dropout"] = args.dropout
+    return ModelConfig(**settings)
+
+
+def add_model_options(ap: argparse.ArgumentParser, emb: int, hidden: int) -> None:
+    ap.add_argument("--config", help="a config file whose [model] section gives each kind's settings, KIND in the path "
+                    "standing for the kind (e.g. recipes/configs/penn/KIND.toml); the options below override it")
+    ap.add_argument("--emb", type=int, default=emb)
+    ap.add_argument("--hidden", type=int, default=hidden)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--dropout", type=float, help="the prefix network's dropout (default: the config's, else none)")
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -139,9 +164,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20, help="timed steps per kind (after --warmup)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated output kinds")
-    ap.add_argument("--hidden", type=int, default=1024)
-    ap.add_argument("--emb", type=int, default=300)
-    ap.add_argument("--layers", type=int, default=2)
+    add_model_options(ap, emb=300, hidden=1024)
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--bptt", type=int, default=35)
     ap.add_argument("--update-prob", default="1.0,0.3", help="comma-separated GroC update probabilities")
@@ -183,8 +206,7 @@ def main() -> None:
     runners: dict[str, Runner] = {}
     for kind, p in runs:
         name = kind if p is None or p == 1.0 else f"groc@update_prob={p}"
-        config = ModelConfig(output=kind, emb=args.emb, hidden=args.hidden, layers=args.layers,
-                             **({} if p is None else {"update_prob": p}))
+        config = model_config(args, kind, **({} if p is None else {"update_prob": p}))
         runners[name] = Runner(kind, config, vocab, lexicon, data, args, device)
         if args.compile:
             runners[f"{name}+compile"] = Runner(kind, config, vocab, lexicon, data, args, device, compiled=True)
@@ -213,6 +235,7 @@ def main() -> None:
             "threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
             "malloc_env": {k: os.environ.get(k) for k in MALLOC_ENV},
             "lexicon": str(args.lexicon) if args.lexicon else "wordnet (built in benchmark)" if lexicon else None,
+            "config": args.config, "dropout": args.dropout,
         },
         "results": results,
     }, indent=1))
