@@ -169,6 +169,18 @@ class Runner:
         }
 
 
+def gemm_rate(rows: int, inner: int = 256, cols: int = 512, repeats: int = 7) -> float:
+    """This process's float32 matrix-product rate (GFLOP/s, median of ``repeats``) at the shape of
+    GroC's highway layer over ``rows`` strings: the floor under the composition's cost."""
+    a, b = torch.randn(rows, inner), torch.randn(inner, cols)
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        times.append(time.perf_counter() - start)
+    return round(2 * rows * inner * cols / statistics.median(times[1:]) / 1e9, 1)
+
+
 def main() -> None:
     if os.environ.get("GROC_BENCH_MALLOC", "1") == "1" and any(k not in os.environ for k in MALLOC_ENV):
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_ENV})
@@ -212,6 +224,11 @@ def main() -> None:
             r["step_cpu_vs_tied"] = round(r["step_cpu_s"] / base["step_cpu_s"], 3)
             r["extra_cpu_over_tied_by_phase"] = {
                 p: round(r["phases"][p]["cpu_s"] - base["phases"][p]["cpu_s"], 4) for p in PHASES}
+    for kind, runner in runners.items():
+        strings = getattr(runner.model.output_layer, "num_strings", None)
+        if strings:  # GroC: how many strings a composition encodes, and the matrix-product rate at its shape
+            results[kind]["strings_composed"] = strings
+            results[kind]["gemm_gflops_at_highway_shape"] = gemm_rate(strings)
     if args.top:
         for kind, runner in runners.items():
             results[kind]["composition_top_ops"] = runner.profile_composition(args.top)
