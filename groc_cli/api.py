@@ -20,8 +20,11 @@ Conventions, the same as ``groc eval`` (see docs/api.md):
   p = (1 - u) p_model + u / |vocabulary|. ``vocab="model"`` is eval's closed vocabulary
   (unknown words are scored as ``<unk>``).
 
-The loading is ``groc eval``'s (``training.run.Run.build``); nothing here is imported by
-``import groc_cli``, so the package stays cheap to import.
+The loading is ``groc eval``'s (``training.run.Run.build``), and so is the scoring: a line's
+evaluation vocabulary (``evaluation.vocab.line_vocab``), the model's chunks
+(``evaluation.stream.model_chunks``), the uniform share (``evaluation.perplexity``) and any cache
+the registry holds that scores lines as they come (``evaluation.cached``). Nothing here is
+imported by ``import groc_cli``, so the package stays cheap to import.
 """
 
 from __future__ import annotations
