@@ -80,16 +80,17 @@ def decay():
     CACHE_KINDS.pop("decay")
 
 
-def app():
-    """`groc eval`, its options generated now (with the registered caches')."""
+def app(command=eval_command):
+    """`groc eval` (or the command of module ``command``), its options generated now (with the
+    registered caches')."""
     single = typer.Typer()
-    eval_command.register(single)
+    command.register(single)
     return single
 
 
-def cli(*args):
-    """`groc eval` in-process."""
-    result = CliRunner().invoke(app(), [str(a) for a in args])
+def cli(*args, command=eval_command):
+    """`groc eval` (or ``command``) in-process."""
+    result = CliRunner().invoke(app(command), [str(a) for a in args])
     if result.exception is not None:
         raise result.exception
     return result
@@ -124,21 +125,6 @@ def test_a_cache_defined_in_a_test_runs_through_groc_eval_and_its_grid(runs, dec
     assert {(r["decay"], r["cache_weight"]) for r in both["grid"]} == {(d, w) for d in (0.3, 0.9) for w in (0.1, 0.2)}
 
 
-def score_app():
-    """`groc score`, its options generated now (with the registered caches')."""
-    single = typer.Typer()
-    score_command.register(single)
-    return single
-
-
-def score_cli(*args):
-    """`groc score` in-process."""
-    result = CliRunner().invoke(score_app(), [str(a) for a in args])
-    if result.exception is not None:
-        raise result.exception
-    return result
-
-
 def test_a_cache_defined_in_a_test_runs_through_groc_score_and_load_run(runs, decay, data_dir, tmp_path):
     """The same cache through `groc score` and `load_run(...).score_stream`: its option, its check (the
     flag, or the setting's name) and its scores, which are eval's on the same lines read as one stream."""
@@ -154,11 +140,11 @@ def test_a_cache_defined_in_a_test_runs_through_groc_score_and_load_run(runs, de
     out = evaluate(runs / "tied", tmp_path / "data", EvalSettings(split="test", vocab="model", device="cpu", **settings))
     expected = -out["nll"] * out["tokens"]
 
-    options = {p.name: p for p in typer.main.get_command(score_app()).params}
+    options = {p.name: p for p in typer.main.get_command(app(score_command)).params}
     assert options["decay"].default == 0.9 and options["decay"].opts == ["--decay"]
     assert options["cache"].help.startswith("none, unigram, local or decay, as 'groc eval --cache'")
     flags = ["--cache", "decay", "--decay", "0.5", "--cache-weight", "0.2", "--threads", "1"]
-    stdout = score_cli(runs / "tied", text, "--one-stream", "--vocab", "model", *flags).stdout
+    stdout = cli(runs / "tied", text, "--one-stream", "--vocab", "model", *flags, command=score_command).stdout
     table = [row.split("\t") for row in stdout.splitlines()[1:]]
     assert len(table) == len(lines) and sum(int(t[1]) for t in table) == out["tokens"]
     assert sum(float(t[0]) for t in table) == pytest.approx(expected, rel=1e-6, abs=1e-3)
@@ -171,7 +157,7 @@ def test_a_cache_defined_in_a_test_runs_through_groc_score_and_load_run(runs, de
     assert plain != pytest.approx(expected, abs=1e-3)  # the cache did something
 
     with pytest.raises(GrocError) as info:
-        score_cli(runs / "tied", text, "--cache", "decay", "--decay", "1.5")
+        cli(runs / "tied", text, "--cache", "decay", "--decay", "1.5", command=score_command)
     assert str(info.value) == "--decay 1.5: must be in (0, 1)"
     with pytest.raises(SettingError) as info:
         run.score_stream(lines, cache="decay", decay=1.5)  # checked before any line is read
