@@ -20,31 +20,37 @@ Conventions, the same as ``groc eval`` (see docs/api.md):
   p = (1 - u) p_model + u / |vocabulary|. ``vocab="model"`` is eval's closed vocabulary
   (unknown words are scored as ``<unk>``).
 
-The loading is ``groc eval``'s (``training.run.Run.build``); nothing here is imported by
-``import groc_cli``, so the package stays cheap to import.
+The loading is ``groc eval``'s (``training.run.Run.build``), and so is the scoring: a line's
+evaluation vocabulary (``evaluation.vocab.line_vocab``), the model's chunks
+(``evaluation.stream.model_chunks``), the uniform share (``evaluation.perplexity``) and any cache
+the registry holds that scores lines as they come (``evaluation.cached``). Nothing here is
+imported by ``import groc_cli``, so the package stays cheap to import.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+import numpy as np
 import torch
 
 from .console import log
 from .errors import GrocError, SettingError
-from .caches.local import DEFAULT_WINDOW, LocalSettings
-from .evaluation.perplexity import TABLE_UNION_UNIFORM
-from .evaluation.settings import EvalSettings
-from .evaluation.stream import rows_per_block
+from .caches import CacheContext
+from .evaluation.cached import CachedStream, CacheSetup, check_caches
+from .evaluation.perplexity import mix_uniform, uniform_share
+from .evaluation.settings import EvalSettings, check_unit, line_cache_kinds, named
+from .evaluation.stream import Chunk, model_chunks
+from .evaluation.vocab import VOCAB_MODES, StreamIds, line_vocab
 from .runtime import resolve_device
 from .text.dataset import EOS, UNK
 from .training.run import Run
 from .training.start_state import load_start_state
 
-VOCAB_MODES = ("union", "model")
 #: Composed embeddings of words outside the model's vocabulary kept between sentences (GroC);
 #: the memo is emptied when it grows past this, so memory stays bounded on endless input.
 NEW_WORD_MEMO = 50_000
@@ -177,115 +183,81 @@ class LoadedRun:
         return SoftmaxComposed(torch.cat([base.weight, weight]), torch.cat([base.bias, bias]), grad=False,
                                input_weight=torch.cat([base.input_weight, inputs]))
 
-    def _ids(self, tokens: list[str], new: dict[str, int]) -> list[int]:
-        """Union ids (new words after the model's); closed mode maps them to <unk>."""
-        unk = self.index[UNK]
-        if self.vocab_mode == "model":
-            return [self.index.get(w, unk) for w in tokens]
-        return [self.index[w] if w in self.index else new.setdefault(w, len(self.vocab) + len(new)) for w in tokens]
-
     def start_state(self):
         """The LSTM state a sentence starts from (see the module docstring)."""
         if self._start is None:
             return self.model.init_state(1)
         return [(h.clone(), c.clone()) for h, c in self._start]
 
+    def _line(self, tokens: list[str], state=None, hidden: bool = False) -> tuple[Chunk, np.ndarray]:
+        """``tokens`` + <eos> after <eos> through eval's path: the evaluation vocabulary of the line
+        (``vocab.line_vocab``), the model's chunks from ``state`` (None: the start state) and step 3's
+        uniform share (``perplexity``). Returns the line as one Chunk (``hidden``: with its hidden
+        states; ``state``: the state after the final <eos>) and its log-probs after the share."""
+        vocab = line_vocab(self.vocab, self.index, [EOS, *tokens, EOS], self.vocab_mode, self.composes)
+        with torch.no_grad():
+            # Time chunks with the state carried, and the softmax of each chunk in row blocks, as eval's:
+            # memory is bounded by the chunk and LOGIT_BYTES, not by the line (a 5-million-character
+            # line built a 23.7 GB tokens x vocabulary matrix).
+            chunks = model_chunks(self.model, vocab, self.device, SCORE_CHUNK, composed=self._view(vocab.added),
+                                  state=self.start_state() if state is None else state)
+            line = Chunk.join([c if hidden else dataclasses.replace(c, hidden=None) for c in chunks], hidden)
+        u = uniform_share(self.composes, self.vocab_mode)
+        if u == 0:
+            return line, line.logp
+        return line, mix_uniform(torch.from_numpy(line.logp), u, vocab.size).numpy()
+
     def score_tokens(self, tokens: list[str], state=None, hidden_out: list | None = None):
         """Log-probs (natural) of ``tokens`` + <eos> after <eos>, from ``state`` (None: fresh);
         returns (log-probs as a list of floats, the state after the final <eos>). The hidden
         states that predicted them are appended to ``hidden_out`` when given (for caches)."""
-        new: dict[str, int] = {}
-        targets = self._ids(_words(tokens, "score_tokens") + [EOS], new)
-        words = list(new)
-        V = len(self.vocab)
-        size = V + len(words)
-        eos = self.index[EOS]
-        with torch.no_grad():
-            composed = self._view(words)
-            unk = self.index[UNK]
-            # Table models read new words as <unk>; GroC reads their composed input rows.
-            inputs = [eos] + [t if (t < V or self.composes) else unk for t in targets[:-1]]
-            if state is None:
-                state = self.start_state()
-            # Time chunks with the state carried, and the softmax of each chunk in row blocks, as
-            # eval's model_chunks: memory is bounded by the chunk and LOGIT_BYTES, not by the line
-            # (a 5-million-character line built a 23.7 GB tokens x vocabulary matrix).
-            rows = rows_per_block(size if self.composes else V)
-            pieces, hidden_parts = [], []
-            for i in range(0, len(inputs), SCORE_CHUNK):
-                x = torch.tensor(inputs[i : i + SCORE_CHUNK], dtype=torch.long, device=self.device).view(-1, 1)
-                hidden, state = self.model(x, state, composed)
-                h = hidden[:, 0].float()
-                if hidden_out is not None:
-                    hidden_parts.append(h.cpu().numpy())
-                y = torch.tensor(targets[i : i + SCORE_CHUNK], dtype=torch.long, device=self.device)
-                for s in range(0, len(y), rows):
-                    lp = composed.log_probs(h[s : s + rows])
-                    out_size = lp.size(1)
-                    block = y[s : s + rows]
-                    logp = lp.gather(1, block.clamp(max=out_size - 1)[:, None])[:, 0].double()
-                    pieces.append(torch.where(block >= out_size, torch.full_like(logp, -math.inf), logp))
-            if hidden_out is not None:
-                import numpy as np
-
-                hidden_out.append(np.concatenate(hidden_parts))
-            logp = torch.cat(pieces)
-            if self.vocab_mode == "union" and not self.composes:
-                u = TABLE_UNION_UNIFORM
-                logp = torch.logaddexp(math.log1p(-u) + logp, torch.full_like(logp, math.log(u) - math.log(size)))
-        return logp.cpu().tolist(), state
+        line, logp = self._line(_words(tokens, "score_tokens"), state, hidden_out is not None)
+        if hidden_out is not None:
+            hidden_out.append(line.hidden)
+        return logp.tolist(), line.state
 
     def score_stream(self, sentences: Iterable[Sequence[str] | str], reset: bool = True, cache: str = "none",
-                     cache_weight: float = EvalSettings.cache_weight, theta: float = LocalSettings.theta,
-                     cache_size: int | None = None) -> Iterator[SentenceScore]:
-        """``score`` one sentence at a time, for inputs too long to hold. ``cache``: none,
-        local or unigram, as ``groc eval --cache`` (``cache_weight`` is the cache's share); its
-        memory runs over all the sentences, as over the lines of one document."""
-        memory = self._make_cache(cache, theta, cache_size)
-        if memory is not None and not 0.0 <= cache_weight <= 1.0:
-            raise GrocError(f"cache weight {cache_weight}: expected a share in [0, 1]")
-        if memory is not None:
-            from .caches import interpolate
+                     cache_weight: float = EvalSettings.cache_weight, **cache_settings) -> Iterator[SentenceScore]:
+        """``score`` one sentence at a time, for inputs too long to hold. ``cache``: none or a cache
+        ``groc eval --cache`` runs that scores lines as they come (``line_cache_kinds()``: unigram,
+        local and any other registered one that does not need the stream's length; not unbounded),
+        with its settings by name (``theta``, ``cache_size``, ...; ``cache_weight`` is the cache's
+        share); its memory runs over all the sentences, as over the lines of one document. The
+        settings are checked here (SettingError naming the setting), before any sentence is read."""
+        cached = self._cache(cache, cache_weight, cache_settings)
+        return self._scores(sentences, reset, cached)
 
+    def _scores(self, sentences, reset: bool, cached: CachedStream | None) -> Iterator[SentenceScore]:
         # One stream starts, as groc eval's does, from zeros; lone sentences from the start state.
         state = None if reset else self.model.init_state(1)
+        ids = StreamIds(self.vocab, self.index, self.vocab_mode) if cached is not None else None
         for sentence in sentences:
             tokens = _words(sentence, "score", split=True)
-            hidden: list | None = [] if memory is not None else None
-            logps, carried = self.score_tokens(tokens, None if reset else state, hidden)
-            state = None if reset else carried
-            if memory is not None:
-                import numpy as np
-
-                targets = np.asarray(self._cache_ids(tokens + [EOS]), dtype=np.int64)
-                cached = memory.score(hidden[0], targets)
-                logps = interpolate(np.asarray(logps), cached, [cache_weight])[:, 0].tolist()
+            line, logp = self._line(tokens, None if reset else state, hidden=cached is not None)
+            state = None if reset else line.state
+            if cached is not None:  # the cache reads stream-wide ids, and the line in one piece
+                ((_, _, final),) = cached.run([(dataclasses.replace(line, targets=ids(tokens + [EOS])), logp)])
+                logp = final[:, 0]
+            logps = logp.tolist()
             yield SentenceScore(float(sum(logps)), len(logps), list(zip(tokens + [EOS], logps)))
 
-    def _make_cache(self, kind: str, theta: float, size: int | None):
+    def _cache(self, kind: str, weight: float, settings: dict) -> CachedStream | None:
+        """The cache of ``score_stream``, from the registry, checked and built as ``groc eval``'s."""
+        kinds = line_cache_kinds()
+        if kind not in kinds:
+            raise SettingError(f"cache {kind!r}: expected one of {', '.join(kinds)} (the others need the whole "
+                               "stream first: 'groc eval')")
+        try:
+            s = EvalSettings(vocab=self.vocab_mode, cache=kind, cache_weight=weight, **settings)
+        except TypeError as exc:
+            raise GrocError(f"score_stream: {exc}") from None
         if kind == "none":
             return None
-        if kind not in ("local", "unigram"):
-            raise GrocError(f"cache {kind!r}: score offers none, local or unigram (the unbounded cache: 'groc eval')")
-        from .caches import make_cache
-
-        self._cache_new: dict[str, int] = {}
-        try:
-            if kind == "local":
-                return make_cache("local", thetas=[theta], cache_size=size or DEFAULT_WINDOW, dim=self.run.model_config.emb)
-            return make_cache("unigram", cache_size=size)
-        except ValueError as exc:
-            raise GrocError(f"cache {kind}: {exc}") from None
-
-    def _cache_ids(self, words: list[str]) -> list[int]:
-        """Ids the cache remembers: the model's, <unk> for unseen words in closed vocabulary,
-        and in open vocabulary one id per unseen word for the whole stream (so a new word seen
-        earlier in the document is recognised by the cache, as eval's union ids are)."""
-        unk = self.index[UNK]
-        if self.vocab_mode == "model":
-            return [self.index.get(w, unk) for w in words]
-        new = self._cache_new
-        return [self.index[w] if w in self.index else new.setdefault(w, len(self.vocab) + len(new)) for w in words]
+        check_unit("cache_weight", weight)
+        check_caches(s, named)
+        context = CacheContext(dim=self.run.model_config.emb, split="input", device=self.device.type,
+                               torch_device=str(self.device), log=log)
+        return CachedStream(CacheSetup(s, context, named))
 
     def score(self, sentences: Iterable[Sequence[str] | str], reset: bool = True) -> list[SentenceScore]:
         """Score sentences (token lists, or strings split on whitespace); ``reset=False``
@@ -413,14 +385,11 @@ class LoadedRun:
         in closed vocabulary: a tensor of len(vocab) that sums (in probability) to 1.
         ``dict(zip(run.vocab, run.log_probs("the").tolist()))`` gives a word -> log-prob dict."""
         tokens = _words(prefix, "log_probs", split=True)
-        new: dict[str, int] = {}
-        ids = [self.index[EOS]] + self._ids(tokens, new)
+        # GroC reads new words of the prefix by their composed input rows; table models as <unk>.
+        vocab = line_vocab(self.vocab, self.index, [EOS, *tokens], self.vocab_mode, self.composes)
         with torch.no_grad():
-            # GroC reads new words of the prefix by their composed input rows; table models as <unk>.
-            composed = self._view(list(new))
-            if not self.composes:
-                ids = [self.index[UNK] if i >= len(self.vocab) else i for i in ids]
-            x = torch.tensor(ids, dtype=torch.long, device=self.device).view(-1, 1)
+            composed = self._view(vocab.added)
+            x = torch.from_numpy(vocab.inputs).to(self.device).view(-1, 1)
             hidden, _ = self.model(x, self.start_state(), composed)
             lp = composed.log_probs(hidden[-1:, 0].float())[0]
             if lp.numel() > len(self.vocab):  # renormalise over the model's own words

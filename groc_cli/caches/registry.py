@@ -20,8 +20,9 @@ The evaluation calls them in this order, each with ``values``: every grid settin
 
 Messages of ValueErrors raised by 1-3 name settings in backticks, as in "`knn` 0: must be
 >= 1"; ``groc eval`` writes each as its flag ("--knn 0: must be >= 1"). Optional attributes:
-``needs_hidden`` (False: ``score`` gets None for the hidden states), ``reads`` and ``writes``
-(settings naming files). docs/extending.md walks through one.
+``needs_hidden`` (False: ``score`` gets None for the hidden states), ``needs_length`` (True:
+``groc eval`` only, not ``groc score`` or ``load_run``), ``reads`` and ``writes`` (settings naming
+files). docs/extending.md walks through one.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ class ConfiguredCache:
     grid: tuple[str, ...] = ()
     #: Whether ``score`` needs the hidden states (the unigram cache is given None).
     needs_hidden: bool = True
+    #: Whether the cache needs the stream's length before it starts (``warmup``: checks against
+    #: it, an index trained on its first states): then only ``groc eval`` runs it; ``groc score``
+    #: and ``load_run``, which score lines as they come, offer every other registered cache.
+    needs_length: bool = False
     #: Settings naming files the cache reads, and files it writes (claimed before any work,
     #: like the evaluation's own outputs; none may replace an input).
     reads: tuple[str, ...] = ()

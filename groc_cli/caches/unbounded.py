@@ -240,6 +240,7 @@ class UnboundedCache(ConfiguredCache):
     source = "Grave et al. 2017a"
     Settings = UnboundedSettings
     grid = ("knn", "kernel", "bandwidth_scale")
+    needs_length = True  # `knn` is checked against the stream's length, an index trained on its start
     reads = ("index_load",)
     writes = ("index_save",)
 

@@ -63,6 +63,30 @@ def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str) -> insp
     return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
 
 
+def cache_parameters(kinds) -> list[inspect.Parameter]:
+    """The options of the settings of the registered caches ``kinds``, each setting once in the
+    registry's order (``caches.setting_fields``): a command that runs caches offers their options
+    without naming one."""
+    from ..caches import CACHE_KINDS, setting_fields
+
+    offered = {f.name for kind in kinds for f in dataclasses.fields(CACHE_KINDS[kind].Settings)}
+    return [option_parameter(f, S.hints(owner)[f.name]) for f, owner in setting_fields()
+            if f.name in offered and S.meta(f).get("cli", True)]
+
+
+def command_function(fn, parameters: list[inspect.Parameter]):
+    """``fn`` called with keyword arguments, whose options are ``parameters`` (generated when the
+    command is registered, so that they include what registries hold then)."""
+
+    def run(**kwargs) -> None:
+        fn(**kwargs)
+
+    run.__signature__ = inspect.Signature([p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters])
+    run.__annotations__ = {p.name: p.annotation for p in parameters}
+    run.__doc__ = fn.__doc__
+    return run
+
+
 def flags(ctx) -> dict[str, str]:
     """Each option of the command by its parameter (setting) name, with its flag."""
     return {p.name: max(p.opts, key=len) for p in ctx.command.params if p.opts and p.opts[0].startswith("-")}

@@ -14,13 +14,13 @@ from ..artifacts import claim_output
 from ..console import emit_json
 from ..errors import GrocError
 from ..runtime import set_threads
-from ..caches import setting_fields
+from ..caches import CACHE_KINDS
 from ..evaluation.grid import parse_grid
 from ..evaluation.perplexity import EvalSettings, evaluate
 from ..evaluation.settings import option_help
 from ..settings import hints, meta
 from ._inputs import RECORD_JSON, THREADS, VERIFY
-from ._settings import option_parameter, resolve
+from ._settings import cache_parameters, command_function, option_parameter, resolve
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -120,7 +120,7 @@ def command():
     helps = option_help()
     general = {f.name: option_parameter(f, hints(EvalSettings)[f.name], helps.get(f.name))
                for f in dataclasses.fields(EvalSettings) if meta(f).get("cli")}  # its own; the caches' below
-    caches = [option_parameter(f, hints(owner)[f.name]) for f, owner in setting_fields() if meta(f).get("cli", True)]
+    caches = cache_parameters(CACHE_KINDS)
     clash = sorted({p.name for p in caches} & ({*own, *general} | {f.name for f in dataclasses.fields(EvalSettings)}))
     if clash:
         raise TypeError(f"a cache's setting {clash[0]!r} is also a groc eval setting; rename it")
@@ -128,14 +128,7 @@ def command():
     parameters = []
     for name in LAYOUT:
         parameters += caches if name is ... else [own[name] if name in own else general[name]]
-
-    def run(**kwargs) -> None:
-        eval_command(**kwargs)
-
-    run.__signature__ = inspect.Signature([p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters])
-    run.__annotations__ = {p.name: p.annotation for p in parameters}
-    run.__doc__ = eval_command.__doc__
-    return run
+    return command_function(eval_command, parameters)
 
 
 def _plot_axes(plot: Optional[Path], grid: Optional[str], cache: str) -> tuple[str, str]:

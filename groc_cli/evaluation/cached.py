@@ -1,30 +1,33 @@
 """The cache of an evaluation, whichever is registered under ``--cache``: its checks in order
-(``caches.registry``), its construction, and the stream of chunks it scores.
+(``caches.registry``), its construction, and the stream of chunks it scores. ``groc eval``,
+``groc score`` and ``load_run`` all run their cache through it.
 
 The evaluation knows no cache kind: ``CacheSetup`` asks the kind's class, and writes the
-settings its messages name as flags (one-line GrocErrors).
+settings its messages name as flags (``groc eval``) or as names (``load_run``; one-line
+SettingErrors).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from ..caches import CACHE_KINDS, CacheContext, interpolate
-from ..errors import GrocError
+from ..errors import SettingError
 from .grid import grid_values, weights
 from .settings import EvalSettings, flagged, flags
 from .stream import Chunk
 
 
-def check_caches(s: EvalSettings) -> None:
-    """Every registered cache's checks without the model (the chosen one's and the others')."""
+def check_caches(s: EvalSettings, name: Callable[[str], str] = flagged) -> None:
+    """Every registered cache's checks without the model (the chosen one's and the others'). ``name``
+    writes the settings a message names: as flags (``groc eval``) or as names (``named``)."""
     for kind, cls in CACHE_KINDS.items():
         try:
             cls.check(s.of(cls), grid_values(s, cls), kind == s.cache)
         except ValueError as exc:
-            raise GrocError(flagged(str(exc))) from None
+            raise SettingError(name(str(exc))) from None
 
 
 def cache_files(s: EvalSettings) -> tuple[list, list[tuple]]:
@@ -43,8 +46,8 @@ class CacheSetup:
     Made once the hidden size and device are known (``ctx.dim``, ``ctx.device``; checks before any
     work), then told the stream's length (``check_stream``: the states it needs first, ``warmup``)."""
 
-    def __init__(self, s: EvalSettings, ctx: CacheContext):
-        self.s, self.ctx = s, ctx
+    def __init__(self, s: EvalSettings, ctx: CacheContext, name: Callable[[str], str] = flagged):
+        self.s, self.ctx, self.name = s, ctx, name
         self.cls = CACHE_KINDS.get(s.cache)
         self.settings = s.of(self.cls) if self.cls is not None else None
         self.values = grid_values(s, self.cls) if self.cls is not None else {}
@@ -61,13 +64,13 @@ class CacheSetup:
         try:
             return getattr(self.cls, name)(self.settings, self.values, self.ctx)
         except ValueError as exc:
-            raise GrocError(flagged(str(exc))) from None
+            raise SettingError(self.name(str(exc))) from None
 
     def build(self, first_states: np.ndarray | None = None):
         try:
             return self.cls.from_settings(self.settings, self.values, self.ctx, first_states)
         except ValueError as exc:
-            raise GrocError(f"--cache {self.s.cache}: {exc}") from None
+            raise SettingError(f"{self.name('`cache`')} {self.s.cache}: {exc}") from None
 
 
 class CachedStream:

@@ -40,7 +40,28 @@ from .states import open_states
 from .stream import Chunk, load_lexicon, load_model, model_chunks
 from .vocab import VOCAB_MODES, run_eval_vocab
 
+#: Step 3's u for a table model in union mode, unless one is given (``uniform_share``).
 TABLE_UNION_UNIFORM = 0.01
+
+
+def uniform_share(composes: bool, mode: str, given: float | None = None) -> float:
+    """Step 3's u: the ``given`` one, else 0.01 for a model that gives words outside its vocabulary
+    no mass (its output layer does not ``compose_unseen_words``) in union mode, else 0."""
+    if given is not None:
+        return given
+    return TABLE_UNION_UNIFORM if not composes and mode == "union" else 0.0
+
+
+def mix_uniform(lp, uniform: float, vocab_size: int):
+    """Step 3, p = (1 - u) p + u / |vocab|, on float64 log-probabilities: a numpy array (eval) or a
+    torch tensor (``load_run`` and ``groc score``, whose numbers have always come from torch's
+    logaddexp, which rounds the last bit differently from numpy's on about 0.1% of values)."""
+    floor = math.log(uniform) - math.log(vocab_size)
+    if isinstance(lp, np.ndarray):
+        return np.logaddexp(math.log1p(-uniform) + lp, floor)
+    import torch
+
+    return torch.logaddexp(math.log1p(-uniform) + lp, torch.full_like(lp, floor))
 
 
 def validate(s: EvalSettings, kind: str) -> None:
@@ -57,8 +78,9 @@ def validate(s: EvalSettings, kind: str) -> None:
         raise GrocError(f"--chunk {s.chunk}: must be >= 1")
     if s.downweight_new != 1.0 and not (output_layer_class(kind).composes_unseen_words and s.vocab == "union"):
         raise GrocError("--downweight-new applies to GroC models with --vocab union only; drop it")
-    table_union = not output_layer_class(kind).composes_unseen_words and s.vocab == "union"
-    u = s.uniform_weight if s.uniform_weight is not None else (TABLE_UNION_UNIFORM if table_union else 0.0)
+    composes = output_layer_class(kind).composes_unseen_words
+    table_union = not composes and s.vocab == "union"
+    u = uniform_share(composes, s.vocab, s.uniform_weight)
     if table_union and u == 0:
         raise GrocError(f"a {kind} model gives words outside its vocabulary no probability, so --vocab union "
                         "needs --uniform-weight > 0 (default 0.01) or perplexity is infinite")
@@ -78,7 +100,7 @@ def adjust(chunk: Chunk, model_size: int, vocab_size: int, downweight: float, un
         with np.errstate(divide="ignore"):
             lp += np.where(new, math.log(downweight), 0.0) - np.log1p(-(1.0 - downweight) * chunk.new_mass)
     if uniform > 0:
-        lp = np.logaddexp(math.log1p(-uniform) + lp, math.log(uniform) - math.log(vocab_size))
+        lp = mix_uniform(lp, uniform, vocab_size)
     return lp
 
 

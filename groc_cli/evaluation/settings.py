@@ -16,7 +16,7 @@ from typing import Any
 
 from ..caches import CACHE_KINDS, setting_fields
 from ..caches.registry import grid_name
-from ..errors import GrocError
+from ..errors import GrocError, SettingError
 from ..settings import default_of, flag_of, setting
 
 #: Fields of EvalSettings that are not settings.
@@ -118,9 +118,21 @@ def flagged(text: str) -> str:
     return re.sub(r"`(\w+)`", lambda m: names.get(m[1], m[0]), text)
 
 
+def named(text: str) -> str:
+    """A cache's message with each setting it names in backticks written as the setting's name
+    (``load_run``, whose users read their own names; a command writes the first as its flag)."""
+    return re.sub(r"`(\w+)`", r"\1", text)
+
+
 def cache_kinds() -> tuple[str, ...]:
     """The values of --cache: none and every registered kind."""
     return ("none", *CACHE_KINDS)
+
+
+def line_cache_kinds() -> tuple[str, ...]:
+    """The caches of ``groc score`` and ``load_run``, which score lines as they come: none and every
+    registered kind that does not need the stream's length first (``needs_length``)."""
+    return ("none", *(kind for kind, cls in CACHE_KINDS.items() if not cls.needs_length))
 
 
 def option_help() -> dict[str, str]:
@@ -139,4 +151,4 @@ def check_unit(name: str, value: float | None, low_open: bool = False) -> None:
         return
     ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
     if not ok or math.isnan(value):
-        raise GrocError(f"{name} {value}: must be in {'(0, 1]' if low_open else '[0, 1]'}")
+        raise SettingError(f"{name} {value}: must be in {'(0, 1]' if low_open else '[0, 1]'}")

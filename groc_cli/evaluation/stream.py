@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -35,26 +35,41 @@ class Chunk:
     targets: np.ndarray  # int64 [n], evaluation-vocabulary ids
     logp: np.ndarray  # float64 [n]: model log p(target); -inf for words the model cannot output
     new_mass: np.ndarray | None  # float64 [n]: model probability of all new words (GroC, union), else None
+    state: Any = None  # the LSTM state after the chunk (``model_chunks``)
 
     def __len__(self) -> int:
         return len(self.targets)
+
+    @classmethod
+    def join(cls, chunks: list["Chunk"], hidden: bool = True) -> "Chunk":
+        """Consecutive chunks as one, with the last one's state (``hidden`` False: without the
+        hidden states). ``load_run`` hands a line to its cache in one piece."""
+        mass = None if chunks[0].new_mass is None else np.concatenate([c.new_mass for c in chunks])
+        return cls(chunks[0].start, np.concatenate([c.hidden for c in chunks]) if hidden else None,
+                   np.concatenate([c.targets for c in chunks]), np.concatenate([c.logp for c in chunks]), mass,
+                   chunks[-1].state)
 
 
 def rows_per_block(vocab_size: int, budget: int = LOGIT_BYTES) -> int:
     return max(1, budget // (4 * max(vocab_size, 1)))
 
 
-def model_chunks(model, vocab: EvalVocab, device: torch.device, chunk: int = 256, start: int = 0) -> Iterator[Chunk]:
-    """Stream the split through ``model`` (already in eval mode, vocabulary set)."""
+def model_chunks(model, vocab: EvalVocab, device: torch.device, chunk: int = 256, start: int = 0, composed=None,
+                 state=None) -> Iterator[Chunk]:
+    """Stream the split through ``model`` (already in eval mode, vocabulary set), from ``state``
+    (None: zeros) with ``composed``, the output view (None: the model's own; ``load_run`` adds
+    the rows of a line's new words to the model's)."""
     n_total = len(vocab.targets) - 1
-    out_size = len(model.vocab)
-    # GroC in union mode outputs the union; its new words are ids >= model_size.
-    new_from = vocab.model_size if out_size > vocab.model_size else None
-    rows = rows_per_block(out_size)
     inputs = torch.from_numpy(vocab.inputs)
     with torch.no_grad():
-        composed = model.compose(grad=False)
-        state = model.init_state(1)
+        if composed is None:
+            composed = model.compose(grad=False)
+        if state is None:
+            state = model.init_state(1)
+        out_size = composed.size
+        # GroC in union mode outputs the union; its new words are ids >= model_size.
+        new_from = vocab.model_size if out_size > vocab.model_size else None
+        rows = rows_per_block(out_size)
         for i in range(start, n_total, chunk):
             rebalance_threads()
             n = min(chunk, n_total - i)
@@ -72,7 +87,7 @@ def model_chunks(model, vocab: EvalVocab, device: torch.device, chunk: int = 256
                 if mass is not None:
                     mass[s:e] = torch.logsumexp(lp[:, new_from:].double(), dim=1).exp().cpu().numpy()
             logp[y >= out_size] = -np.inf  # table models give words without a row no mass
-            yield Chunk(i, h.cpu().numpy(), y, logp, mass)
+            yield Chunk(i, h.cpu().numpy(), y, logp, mass, state)
 
 
 def load_lexicon(path, kind: str):

@@ -15,7 +15,7 @@ import numpy as np
 from ..console import log
 from ..errors import GrocError
 from ..models import output_layer_class
-from ..text.dataset import UNK, Dataset
+from ..text.dataset import UNK, Dataset, model_index, word_ids
 from ..training.run import read_vocab
 
 VOCAB_MODES = ("model", "union")
@@ -24,19 +24,28 @@ VOCAB_MODES = ("model", "union")
 @dataclass
 class EvalVocab:
     mode: str
-    words: list[str]  # evaluation vocabulary; words[:model_size] is the model's vocabulary
-    model_size: int
+    model_words: list[str]  # the model's vocabulary: ids below model_size
+    added: list[str]  # union: the evaluated words outside it, ids model_size... (empty in model mode)
     inputs: np.ndarray  # [N] int64 ids fed to the model (model ids, or union ids for GroC)
     targets: np.ndarray  # [N] int64 ids in the evaluation vocabulary
     oov: np.ndarray  # [N] bool: token not in the model's vocabulary
 
     @property
+    def words(self) -> list[str]:
+        """The evaluation vocabulary: the model's words, then the added ones."""
+        return self.model_words + self.added if self.added else self.model_words
+
+    @property
+    def model_size(self) -> int:
+        return len(self.model_words)
+
+    @property
     def size(self) -> int:
-        return len(self.words)
+        return self.model_size + len(self.added)
 
     @property
     def new_words(self) -> int:
-        return self.size - self.model_size
+        return len(self.added)
 
 
 def build_eval_vocab(model_words: list[str], dataset: Dataset, split: str, mode: str, compose_inputs: bool) -> EvalVocab:
@@ -44,27 +53,56 @@ def build_eval_vocab(model_words: list[str], dataset: Dataset, split: str, mode:
     use union ids too; table models read <unk> for words they have no row for."""
     if mode not in VOCAB_MODES:
         raise GrocError(f"--vocab {mode!r}: expected one of {', '.join(VOCAB_MODES)}")
-    index = {w: i for i, w in enumerate(model_words)}
-    if UNK not in index:
-        raise GrocError("the model's vocabulary has no <unk>; it cannot score words outside it")
-    unk = index[UNK]
+    index, unk = model_index(model_words)
     split_ids = dataset.ids(split).astype(np.int64)
     if split_ids.size < 2:
         raise GrocError(f"the {split} split has {split_ids.size} token(s); at least 2 are needed to predict anything")
-    # dataset id -> model id (or -1)
-    to_model = np.fromiter((index.get(w, -1) for w in dataset.words), dtype=np.int64, count=len(dataset.words))
-    model_ids = to_model[split_ids]
+    return _eval_vocab(list(model_words), index, unk, dataset.words, split_ids, mode, compose_inputs)
+
+
+def line_vocab(model_words: list[str], index: dict[str, int], tokens: list[str], mode: str,
+               compose_inputs: bool) -> EvalVocab:
+    """The evaluation vocabulary of one token stream read alone (a line of ``groc score`` and
+    ``load_run``: <eos>, its words, <eos>), as ``build_eval_vocab`` of a split holding just it;
+    new words follow the model's in the order they first occur. ``index``: ``model_index``'s."""
+    types = list(dict.fromkeys(tokens))
+    where = {w: i for i, w in enumerate(types)}
+    ids = np.fromiter((where[w] for w in tokens), dtype=np.int64, count=len(tokens))
+    return _eval_vocab(model_words, index, index[UNK], types, ids, mode, compose_inputs)
+
+
+def _eval_vocab(model_words: list[str], index: dict[str, int], unk: int, types, ids: np.ndarray, mode: str,
+                compose_inputs: bool) -> EvalVocab:
+    """``ids``: the stream as positions in ``types``, its distinct words (a dataset's vocabulary);
+    union mode adds the types outside the model that occur, in ``types`` order."""
+    to_model = word_ids(index, types, -1)  # type -> model id (or -1)
+    model_ids = to_model[ids]
     oov = model_ids < 0
     closed = np.where(oov, unk, model_ids)
     if mode == "model":
-        return EvalVocab(mode, list(model_words), len(model_words), closed, closed, oov)
-    present = np.unique(split_ids)
-    new_dataset_ids = present[to_model[present] < 0]
-    words = list(model_words) + [dataset.words[i] for i in new_dataset_ids]
+        return EvalVocab(mode, model_words, [], closed, closed, oov)
+    present = np.unique(ids)
+    new_types = present[to_model[present] < 0]
     to_eval = to_model.copy()
-    to_eval[new_dataset_ids] = np.arange(len(model_words), len(words))
-    targets = to_eval[split_ids]
-    return EvalVocab(mode, words, len(model_words), targets if compose_inputs else closed, targets, oov)
+    to_eval[new_types] = np.arange(len(model_words), len(model_words) + len(new_types))
+    targets = to_eval[ids]
+    return EvalVocab(mode, model_words, [types[i] for i in new_types], targets if compose_inputs else closed, targets, oov)
+
+
+class StreamIds:
+    """Ids of words read line by line as one stream (``load_run``'s cache memory): the model's, and
+    in union mode one id per new word for the whole stream, so that the cache recognises a new
+    word seen on an earlier line, as eval's union ids do over a split; <unk> in model mode."""
+
+    def __init__(self, model_words: list[str], index: dict[str, int], mode: str):
+        self.index, self.unk, self.mode, self.model_size = index, index[UNK], mode, len(model_words)
+        self.added: dict[str, int] = {}
+
+    def __call__(self, words: list[str]) -> np.ndarray:
+        ids = word_ids(self.index, words, -1 if self.mode == "union" else self.unk)
+        for i in np.flatnonzero(ids < 0):
+            ids[i] = self.added.setdefault(words[i], self.model_size + len(self.added))
+        return ids
 
 
 def untrained_unk_warning(model_words: list[str], model_counts: list[int], vocab: EvalVocab, compose_inputs: bool) -> str | None:

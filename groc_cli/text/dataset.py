@@ -27,7 +27,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Mapping
+from typing import BinaryIO, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -374,6 +374,21 @@ def prepare_dataset(
 
 
 #: What a dataset's vocab.parquet holds, by column: the type tests that `open_dataset` applies.
+def model_index(model_words: Sequence[str]) -> tuple[dict[str, int], int]:
+    """A model's vocabulary as word -> id, and the id of its <unk>, which stands for every word
+    outside it."""
+    index = {w: i for i, w in enumerate(model_words)}
+    if UNK not in index:
+        raise GrocError("the model's vocabulary has no <unk>; it cannot score words outside it")
+    return index, index[UNK]
+
+
+def word_ids(index: Mapping[str, int], words: Sequence[str], missing: int) -> np.ndarray:
+    """Words (a dataset's vocabulary, a line's tokens) as a model's ids: each word's id in ``index``
+    (``model_index``'s), else ``missing``: the model's <unk>, or -1 to tell words outside it apart."""
+    return np.fromiter((index.get(w, missing) for w in words), dtype=np.int64, count=len(words))
+
+
 VOCAB_COLUMNS = {"id": pa.types.is_integer, "word": pa.types.is_string, "in_vocab": pa.types.is_boolean,
                  **{f"count_{name}": pa.types.is_integer for name in SPLITS}}
 

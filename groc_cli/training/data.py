@@ -7,16 +7,13 @@ import numpy as np
 import torch
 
 from ..errors import GrocError
-from ..text.dataset import UNK, Dataset
+from ..text.dataset import Dataset, model_index, word_ids
 
 
 def id_map(model_vocab: list[str], dataset: Dataset) -> np.ndarray:
     """For every dataset id, the model's id of the same word, or the model's <unk>."""
-    index = {w: i for i, w in enumerate(model_vocab)}
-    if UNK not in index:
-        raise GrocError("the model's vocabulary has no <unk>; it cannot score words outside it")
-    unk = index[UNK]
-    return np.fromiter((index.get(w, unk) for w in dataset.words), dtype=np.int64, count=len(dataset.words))
+    index, unk = model_index(model_vocab)
+    return word_ids(index, dataset.words, unk)
 
 
 def model_ids(model_vocab: list[str], dataset: Dataset, split: str) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """A cache defined only here runs through `groc eval` end to end: registered with its settings
 and grid setting, it gets its options, its checks (naming its flag) and `--grid`, and the
-evaluation runs it without knowing it (docs/extending.md). Tiny runs from conftest.py."""
+evaluation runs it without knowing it (docs/extending.md); `groc score` and `load_run` run it
+too, through the same evaluation code. Tiny runs from conftest.py."""
 
 import dataclasses
 import json
@@ -14,9 +15,11 @@ from typer.testing import CliRunner
 from groc_cli.caches import CACHE_KINDS, ConfiguredCache, register_cache, setting_fields
 from groc_cli.cli import command as click_command
 from groc_cli.commands import eval as eval_command
-from groc_cli.errors import GrocError
+from groc_cli.commands import score as score_command
+from groc_cli.errors import GrocError, SettingError
 from groc_cli.evaluation.perplexity import EvalSettings, evaluate
 from groc_cli.settings import cli_fields, default_of, flag_of, setting
+from tests.evaluation.conftest import groc1
 
 
 @dataclasses.dataclass
@@ -77,16 +80,17 @@ def decay():
     CACHE_KINDS.pop("decay")
 
 
-def app():
-    """`groc eval`, its options generated now (with the registered caches')."""
+def app(command=eval_command):
+    """`groc eval` (or the command of module ``command``), its options generated now (with the
+    registered caches')."""
     single = typer.Typer()
-    eval_command.register(single)
+    command.register(single)
     return single
 
 
-def cli(*args):
-    """`groc eval` in-process."""
-    result = CliRunner().invoke(app(), [str(a) for a in args])
+def cli(*args, command=eval_command):
+    """`groc eval` (or ``command``) in-process."""
+    result = CliRunner().invoke(app(command), [str(a) for a in args])
     if result.exception is not None:
         raise result.exception
     return result
@@ -119,6 +123,45 @@ def test_a_cache_defined_in_a_test_runs_through_groc_eval_and_its_grid(runs, dec
     assert grid["settings"]["grid"] == {"decay": [0.3, 0.6, 0.9]}
     both = json.loads(cli(*args, "--grid", "decay=0.3,0.9;cache-weight=0.1,0.2").stdout)
     assert {(r["decay"], r["cache_weight"]) for r in both["grid"]} == {(d, w) for d in (0.3, 0.9) for w in (0.1, 0.2)}
+
+
+def test_a_cache_defined_in_a_test_runs_through_groc_score_and_load_run(runs, decay, data_dir, tmp_path):
+    """The same cache through `groc score` and `load_run(...).score_stream`: its option, its check (the
+    flag, or the setting's name) and its scores, which are eval's on the same lines read as one stream."""
+    from groc_cli import load_run
+
+    lines = (data_dir / "ptb" / "ptb.test.txt").read_text(encoding="utf-8").splitlines()[:25]
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # eval reads a split's first token as context only; score reads each line after <eos>
+    (tmp_path / "split.txt").write_text("\n" + text.read_text(encoding="utf-8"), encoding="utf-8")
+    groc1("prepare", "--train", text, "--test", tmp_path / "split.txt", "-o", tmp_path / "data", check=True)
+    settings = dict(cache="decay", decay=0.5, cache_weight=0.2)
+    out = evaluate(runs / "tied", tmp_path / "data", EvalSettings(split="test", vocab="model", device="cpu", **settings))
+    expected = -out["nll"] * out["tokens"]
+
+    options = {p.name: p for p in typer.main.get_command(app(score_command)).params}
+    assert options["decay"].default == 0.9 and options["decay"].opts == ["--decay"]
+    assert options["cache"].help.startswith("none, unigram, local or decay, as 'groc eval --cache'")
+    flags = ["--cache", "decay", "--decay", "0.5", "--cache-weight", "0.2", "--threads", "1"]
+    stdout = cli(runs / "tied", text, "--one-stream", "--vocab", "model", *flags, command=score_command).stdout
+    table = [row.split("\t") for row in stdout.splitlines()[1:]]
+    assert len(table) == len(lines) and sum(int(t[1]) for t in table) == out["tokens"]
+    assert sum(float(t[0]) for t in table) == pytest.approx(expected, rel=1e-6, abs=1e-3)
+
+    run = load_run(runs / "tied", vocab="model")
+    scores = list(run.score_stream(lines, reset=False, **settings))
+    assert [s.log_prob for s in scores] == pytest.approx([float(t[0]) for t in table], abs=1e-5)
+    assert sum(s.log_prob for s in scores) == pytest.approx(expected, rel=1e-9)
+    plain = sum(s.log_prob for s in run.score_stream(lines, reset=False))
+    assert plain != pytest.approx(expected, abs=1e-3)  # the cache did something
+
+    with pytest.raises(GrocError) as info:
+        cli(runs / "tied", text, "--cache", "decay", "--decay", "1.5", command=score_command)
+    assert str(info.value) == "--decay 1.5: must be in (0, 1)"
+    with pytest.raises(SettingError) as info:
+        run.score_stream(lines, cache="decay", decay=1.5)  # checked before any line is read
+    assert str(info.value) == "decay 1.5: must be in (0, 1)"
 
 
 @pytest.mark.parametrize("args, message", [
