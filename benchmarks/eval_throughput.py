@@ -85,7 +85,7 @@ def main() -> None:
             groc("train", dataset, "-o", run, "--output-layer", args.output, "--emb", args.emb, "--hidden", args.hidden,
                  "--max-tokens", 700, "--seed", 1)
         if args.index is None:
-            from groc_cli.training.run import Run
+            from groc_cli.run_storage import Run
 
             dim = Run(run).model_config.emb
             args.index = f"IVF1024,PQ{max(m for m in range(1, 33) if dim % m == 0)}"

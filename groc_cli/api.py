@@ -20,7 +20,7 @@ Conventions, the same as ``groc eval`` (see docs/api.md):
   p = (1 - u) p_model + u / |vocabulary|. ``vocab="model"`` is eval's closed vocabulary
   (unknown words are scored as ``<unk>``).
 
-The loading is ``groc eval``'s (``training.run.Run.build``), and so is the scoring: a line's
+The loading is ``groc eval``'s (``run_storage.Run.build``), and so is the scoring: a line's
 evaluation vocabulary (``evaluation.vocab.line_vocab``), the model's chunks
 (``evaluation.stream.model_chunks``), the uniform share (``evaluation.perplexity``) and any cache
 the registry holds that scores lines as they come (``evaluation.cached``). Nothing here is
@@ -48,7 +48,7 @@ from .evaluation.stream import Chunk, model_chunks
 from .evaluation.vocab import VOCAB_MODES, StreamIds, line_vocab
 from .runtime import resolve_device
 from .text.dataset import EOS, UNK
-from .training.run import Run
+from .run_storage import Run
 from .training.start_state import load_start_state
 
 #: Composed embeddings of words outside the model's vocabulary kept between sentences (GroC);

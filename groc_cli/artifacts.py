@@ -27,14 +27,15 @@ import pyarrow.parquet as pq
 from .version import __version__
 from .console import strict_json
 from .errors import DamagedInput, GrocError
+from .formats import DATASET_FORMAT, RUN_FORMAT, STATES_FORMAT
 
 METADATA_KEY = b"groc"
 
 
 #: What each stage writes, as `output_kind` names an existing path: `--force` replaces an output
 #: only with one of the same kind (GUIDE 13), never a run directory with a text file.
-DIRECTORY_KINDS = {("manifest.json", "groc-dataset"): "dataset directory", ("config.json", "groc-run"): "run directory",
-                   ("meta.json", "groc-states"): "states directory"}
+DIRECTORY_KINDS = {("manifest.json", DATASET_FORMAT): "dataset directory", ("config.json", RUN_FORMAT): "run directory",
+                   ("meta.json", STATES_FORMAT): "states directory"}
 STAGE_KINDS = {"lexicon": "lexicon table", "eval": "per-token table", "eval --grid": "grid table",
                "compare": "comparison table"}
 

@@ -1,6 +1,6 @@
 """A table of run directories (``groc runs``): one row per run found, from what runs already write.
 
-A run directory is one holding ``config.json`` with ``"format": "groc-run"`` (``training/run.py``);
+A run directory is one holding ``config.json`` whose "format" is ``formats.RUN_FORMAT`` (``run_storage.py``);
 its row reads ``config.json`` (kind, dataset, stage, versions), ``summary.json`` (written when
 training ends: epochs, stopping reason, best validation perplexity, seconds) and, for a run
 without one (training, or interrupted: ``--resume`` continues it), ``metrics.parquet``. Its test
@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from .formats import RUN_FORMAT
 from .errors import GrocError
 
 COLUMNS = ("run", "status", "kind", "stage", "parameters", "dataset", "epochs", "stop_reason", "best_valid_ppl",
@@ -59,7 +60,7 @@ def _claims_run(path: Path) -> bool:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return True
-    return not isinstance(data, dict) or data.get("format") == "groc-run" or "model" in data
+    return not isinstance(data, dict) or data.get("format") == RUN_FORMAT or "model" in data
 
 
 def _load(path: Path) -> dict | None:

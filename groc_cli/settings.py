@@ -19,6 +19,8 @@ import typing
 from pathlib import Path
 from typing import Any, Callable
 
+from .formats import RUN_FORMAT
+
 MISSING = dataclasses.MISSING
 
 
@@ -140,7 +142,7 @@ def read_config(path: Path) -> tuple[dict, bool]:
         raise ValueError(f"config {path} is not valid {'TOML' if path.suffix == '.toml' else 'JSON'} ({exc})") from None
     if not isinstance(data, dict):
         raise ValueError(f"config {path} must hold a table of settings")
-    from_run = data.get("format") == "groc-run"
+    from_run = data.get("format") == RUN_FORMAT
     if from_run:  # a run's config.json: its settings are its sections
         data = {k: v for k, v in data.items() if isinstance(v, dict)}
     return data, from_run

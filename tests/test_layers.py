@@ -60,3 +60,18 @@ def test_models_and_caches_import_nothing_above_them():
             above = {d for d in deps if d.startswith(("groc_cli.training", "groc_cli.evaluation", "groc_cli.commands",
                                                       "groc_cli.cli"))}
             assert above == set(), module
+
+
+def test_the_run_directory_format_is_run_storage_s():
+    """Training, evaluation and the API share the run directory through groc_cli.run_storage:
+    evaluation reaches nothing of training's, and the format markers are declared once
+    (groc_cli/formats.py), never spelt out elsewhere."""
+    graph = imports()
+    for module, deps in graph.items():
+        if module.startswith("groc_cli.evaluation"):
+            assert {d for d in deps if d.startswith("groc_cli.training")} == set(), module
+    assert "groc_cli.run_storage" in graph["groc_cli.evaluation.perplexity"]
+    assert "groc_cli.run_storage" in graph["groc_cli.training.api"]
+    spelt = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+                   for marker in ('"groc-run"', '"groc-dataset"', '"groc-states"') if marker in path.read_text())
+    assert spelt == ["formats.py"] * 3

@@ -15,7 +15,7 @@ from groc_cli.artifacts import provenance, write_parquet
 from groc_cli.console import strict_json
 from groc_cli.errors import DamagedInput, GrocError
 from groc_cli.models.lexicon import MAX_ENTRIES
-from groc_cli.training.run import read_lexicon
+from groc_cli.run_storage import read_lexicon
 from tests.conftest import REPO, run_groc
 from tests.test_damaged_artifacts import EVAL, pristine, work  # noqa: F401
 

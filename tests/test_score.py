@@ -229,7 +229,7 @@ def test_weights_say_what_they_are_and_are_not_private(work, run):
     import hashlib
     import stat
 
-    from groc_cli.training.run import read_weights_metadata, read_vocab
+    from groc_cli.run_storage import read_weights_metadata, read_vocab
 
     config = json.loads((work / run / "config.json").read_text())
     words, _ = read_vocab(work / run)

@@ -32,7 +32,7 @@ from ..errors import GrocError
 from ..models import output_layer_class
 from ..runtime import rebalance_threads, resolve_device
 from ..text.dataset import open_dataset
-from ..training.run import Run
+from ..run_storage import Run
 from .cached import CachedStream, CacheSetup, cache_files, check_caches
 from .grid import add_grid, parse_grid, ppl, weights
 from .settings import EvalSettings, cache_kinds, check_unit

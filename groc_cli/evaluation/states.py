@@ -28,16 +28,16 @@ import pyarrow as pa
 from ..artifacts import (atomic_dir, claim_output, first_line, provenance, read_json, read_parquet, require_space,
                          sha256_file, write_json, write_parquet)
 from ..environment import environment
+from ..formats import STATES_FORMAT
 from ..console import log, progress
 from ..errors import DamagedInput, GrocError
 from ..models import output_layer_class
 from ..runtime import resolve_device
 from ..text.dataset import Dataset, open_dataset
-from ..training.run import Run
+from ..run_storage import Run
 from .stream import Chunk, load_lexicon, load_model, model_chunks
 from .vocab import VOCAB_MODES, EvalVocab, run_eval_vocab
 
-STATES_FORMAT = "groc-states"
 STATES_FORMAT_VERSION = 1
 DTYPES = ("float16", "float32")
 

@@ -99,7 +99,7 @@ def load_lexicon(path, kind: str):
         raise GrocError(f"--lexicon applies to GroC models only (this run's output layer is {kind})")
     if not Path(path).is_file():
         raise GrocError(f"--lexicon {path}: no such file; build one with 'groc lexicon'")
-    from ..training.run import read_lexicon
+    from ..run_storage import read_lexicon
 
     return read_lexicon(Path(path), "build one with 'groc lexicon --vocab DATASET -o FILE'")
 

@@ -16,7 +16,7 @@ from ..console import log
 from ..errors import GrocError
 from ..models import output_layer_class
 from ..text.dataset import UNK, Dataset, model_index, word_ids
-from ..training.run import read_vocab
+from ..run_storage import read_vocab
 
 VOCAB_MODES = ("model", "union")
 

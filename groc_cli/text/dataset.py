@@ -38,6 +38,7 @@ from ..artifacts import (atomic_dir, id_dtype, open_parquet, parquet_checksum, p
                          read_json, read_parquet, sha256_file, write_json, write_parquet)
 from ..console import log, progress
 from ..errors import DamagedInput, GrocError
+from ..formats import DATASET_FORMAT
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "valid", "test")
@@ -321,7 +322,7 @@ def write_dataset(
                         stats[name].oov_tokens = oov
         checksum = digest.hexdigest()
         manifest = {
-            "format": "groc-dataset",
+            "format": DATASET_FORMAT,
             "format_version": FORMAT_VERSION,
             "groc_version": __version__,
             "checksum": checksum,
@@ -479,7 +480,7 @@ def open_dataset(path: Path, verify: bool = False) -> Dataset:
         raise GrocError(f"dataset {path}: not a directory; create it with 'groc prepare ... -o {path}'")
     rebuild = _rebuild(path)
     manifest = read_json(path / "manifest.json", "dataset manifest", rebuild)
-    if manifest.get("format") != "groc-dataset":
+    if manifest.get("format") != DATASET_FORMAT:
         raise GrocError(f"{path} is not a groc dataset directory (manifest format {manifest.get('format')!r})")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise GrocError(f"dataset {path} has format version {manifest.get('format_version')}, this groc reads {FORMAT_VERSION}; re-run groc prepare")

@@ -31,7 +31,7 @@ from ..console import log
 from ..errors import GrocError
 from ..runtime import rebalance_threads
 from ..settings import check_fields, setting
-from .run import write_weights
+from ..run_storage import write_weights
 from .seed import rng_state, set_rng_state
 
 

@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 from ..artifacts import _umask, atomic_path, first_line
 from ..errors import DamagedInput
 from ..text.dataset import EOS
-from .run import _retrain, _unwrap, load_weights
+from ..run_storage import _retrain, _unwrap, load_weights
 
 FILE = "start_state.safetensors"
 MAX_LINES = 1000

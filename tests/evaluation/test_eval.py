@@ -12,7 +12,7 @@ import torch
 from groc_cli.errors import GrocError
 from groc_cli.evaluation.perplexity import EvalSettings, evaluate
 from groc_cli.text.dataset import UNK, open_dataset
-from groc_cli.training.run import Run
+from groc_cli.run_storage import Run
 from tests.evaluation.conftest import groc1 as run_groc
 
 

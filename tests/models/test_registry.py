@@ -118,7 +118,7 @@ def test_a_new_output_layer_needs_nothing_in_training_or_evaluation(scaled_tied,
     from groc_cli.evaluation.perplexity import EvalSettings, evaluate
     from groc_cli.training.api import finetune, train_new
     from groc_cli.training.loop import TrainConfig
-    from groc_cli.training.run import Run
+    from groc_cli.run_storage import Run
 
     assert scaled_tied in KINDS and KINDS[-1] == scaled_tied
     config = ModelConfig(output=scaled_tied, emb=8, hidden=12, dropout=0.1, scale_reg=0.01)

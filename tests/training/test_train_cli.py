@@ -201,7 +201,7 @@ def test_weights_in_one_flat_buffer_save_and_load(tmp_path):
     from safetensors.torch import save_model
 
     from groc_cli.models import ModelConfig, build_model
-    from groc_cli.training.run import load_weights, save_weights
+    from groc_cli.run_storage import load_weights, save_weights
 
     def model(seed):
         torch.manual_seed(seed)
@@ -226,7 +226,7 @@ def test_weights_in_one_flat_buffer_save_and_load(tmp_path):
 def test_a_damaged_checkpoint_is_a_one_line_error(tmp_path):
     from groc_cli.errors import GrocError
     from groc_cli.models import ModelConfig, build_model
-    from groc_cli.training.run import load_weights
+    from groc_cli.run_storage import load_weights
 
     (tmp_path / "best").mkdir()
     (tmp_path / "best" / "model.safetensors").write_bytes(b"garbage")

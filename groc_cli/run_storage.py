@@ -1,4 +1,5 @@
-"""Run directories: configuration, vocabulary, weights and checkpoints.
+"""Run storage: the run directory's format (written, read and verified) for training,
+evaluation and the API alike: configuration, vocabulary, weights and checkpoints.
 
     RUN/
       config.json          model + training configuration, dataset checksum, |Θ|, versions
@@ -26,13 +27,13 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from ..version import __version__
-from ..artifacts import METADATA_KEY, _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
-from ..errors import DamagedInput, GrocError
-from ..models import Lexicon, ModelConfig, build_model, output_layer_class
-from ..models.lexicon import MAX_ENTRIES
+from .version import __version__
+from .artifacts import METADATA_KEY, _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
+from .errors import DamagedInput, GrocError
+from .formats import RUN_FORMAT
+from .models import Lexicon, ModelConfig, build_model, output_layer_class
+from .models.lexicon import MAX_ENTRIES
 
-RUN_FORMAT = "groc-run"
 RUN_FORMAT_VERSION = 1
 #: The safetensors metadata key holding what the weights are (see weights_metadata).
 WEIGHTS_KEY = "groc"
