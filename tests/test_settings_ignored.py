@@ -37,7 +37,8 @@ def test_a_runs_config_json_still_configures_eval(work):
 
 @pytest.mark.parametrize("extra, named", [(["--cache", "local", "--knn", "16"], "--knn"),
                                           (["--cache", "none", "--theta", "0.5"], "--theta"),
-                                          (["--cache", "unigram", "knn=16"], "knn")])
+                                          (["--cache", "unigram", "knn=16"], "knn"),
+                                          (["--cache-weight", "0.2"], "--cache-weight")])
 def test_a_cache_setting_with_another_cache(work, extra, named):
     err = refused(work, [*EVAL, *extra], named, "--cache")
     assert "unbounded" in err or "local" in err

@@ -17,7 +17,7 @@ from ..errors import GrocError
 from ..settings import hints
 from . import SUMMARIES
 from ._inputs import THREADS, UTF8_ERRORS, Checkpoint, Utf8Errors, Vocab, checkpoint_option
-from ._settings import option_parameter
+from ._settings import option_parameter, resolve
 
 
 def _declared(cls: type, name: str):
@@ -44,6 +44,7 @@ or with --json one JSON object per line. --cache local|unigram as in 'groc eval'
 
 
 def score(
+    ctx: typer.Context,
     run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
     input: Optional[str] = typer.Argument(None, metavar="[FILE|-]", help="Text, one sentence a line; '-' or nothing reads stdin."),
     tokenize: bool = typer.Option(False, "--tokenize", help="Moses-tokenize each line first (raw text); by default lines are "
@@ -72,6 +73,10 @@ def score(
     errors, vocab, checkpoint = errors.value, vocab.value, checkpoint.value
     if cache not in ("none", "local", "unigram"):
         raise GrocError(f"--cache {cache!r}: score offers none, local or unigram (for the unbounded cache use 'groc eval')")
+    # As 'groc eval' builds its settings: a cache's setting given with another --cache is refused, not dropped.
+    chosen = resolve(ctx, {"eval": EvalSettings}, {"cache": cache, "cache_weight": cache_weight, "theta": theta,
+                                                   "cache_size": cache_size}, None, None)["eval"]
+    cache_weight, theta, cache_size = chosen.cache_weight, chosen.theta, chosen.cache_size
     if not 0.0 <= cache_weight <= 1.0:
         raise GrocError(f"--cache-weight {cache_weight}: expected the cache's share, in [0, 1]")
     if lower and not tokenize:
