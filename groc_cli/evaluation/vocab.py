@@ -48,7 +48,7 @@ def build_eval_vocab(model_words: list[str], dataset: Dataset, split: str, mode:
     if UNK not in index:
         raise GrocError("the model's vocabulary has no <unk>; it cannot score words outside it")
     unk = index[UNK]
-    split_ids = dataset.ids(split).astype(np.int64)
+    split_ids = dataset.ids(split)  # the dataset's width: indexing needs no int64 copy of the split
     if split_ids.size < 2:
         raise GrocError(f"the {split} split has {split_ids.size} token(s); at least 2 are needed to predict anything")
     # dataset id -> model id (or -1)
