@@ -1,12 +1,13 @@
 """Peak memory of `groc score` on one 5-million-character line and of `groc eval` on a 10M-token
 split (issue 30: memory bounded by settings, not by the length of a line); prints JSON.
 
-    python benchmarks/line_memory.py [--chars 5000000] [--eval-tokens 10000000] [--tmp DIR]
+    python benchmarks/line_memory.py [--chars 5000000] [--eval-tokens 10000000] [--eval-caches none,local] [--tmp DIR]
 
 A tiny tied run (emb 16, hidden 24) is trained on the embedded Persuasion sample; the line and the
 split repeat that sample's words (no new words), so what grows is only the length. Each figure is
 one `groc` subprocess's peak resident set size from wait4; `imports_rss_mb` is `groc --version`'s.
-`--eval-tokens 0` skips eval. Which code runs is whatever `python -m groc_cli` imports (PYTHONPATH).
+`--eval-tokens 0` skips eval; eval runs once per `--eval-caches` kind (the local cache's window:
+`--cache-size`, else its default of 10,000 states), each with `--per-token`, so the per-token Parquet writer is measured too. Which code runs is whatever `python -m groc_cli` imports (PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -40,10 +41,26 @@ def groc(args: list, cwd: Path) -> dict:
     return {"peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "seconds": round(time.perf_counter() - start, 1)}
 
 
+def window(cache: str, size: int | None) -> list:
+    return ["--cache-size", size] if size is not None and cache in ("local", "unigram") else []
+
+
+def cpu_model() -> str:
+    """lscpu's "Model name" (from /proc/cpuinfo), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chars", type=int, default=5_000_000)
     parser.add_argument("--eval-tokens", type=int, default=10_000_000)
+    parser.add_argument("--eval-caches", default="none,local", help="Comma-separated --cache kinds to measure eval with.")
+    parser.add_argument("--cache-size", type=int, default=None, help="The local cache's window for eval (default: "
+                        "its own, 10,000); memory depends on it, time grows with it.")
     parser.add_argument("--tmp", type=Path, default=None)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="groc-line-memory-", dir=args.tmp))
@@ -54,7 +71,7 @@ def main() -> None:
         seen = " ".join(words)
         line = " ".join([seen] * (args.chars // len(seen) + 1))[: args.chars].rsplit(" ", 1)[0]
         (work / "line.txt").write_text(line + "\n", encoding="utf-8")
-        result = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        result = {"machine": f"{cpu_model()}, {os.cpu_count()} cores",
                   "imports_rss_mb": groc(["--version"], work)["peak_rss_mb"],
                   "score_line": {"chars": len(line), "tokens": len(line.split()) + 1,
                                  **groc(["score", work / "tied", work / "line.txt"], work)}}
@@ -64,9 +81,13 @@ def main() -> None:
                 for i in range(lines_needed):
                     start = (i * 20) % (len(words) - 20)
                     handle.write(" ".join(words[start : start + 20]) + "\n")
-            groc(["prepare", "--train", BOOK, "--test", work / "split.txt", "-o", work / "big"], work)
             result["eval_split"] = {"tokens": lines_needed * 21,
-                                    **groc(["eval", work / "tied", work / "big", "--split", "test"], work)}
+                                    "prepare": groc(["prepare", "--train", BOOK, "--test", work / "split.txt", "-o",
+                                                     work / "big"], work)}
+            for cache in filter(None, args.eval_caches.split(",")):
+                result["eval_split"][f"cache_{cache}"] = groc(["eval", work / "tied", work / "big", "--split", "test",
+                                                               "--cache", cache, "--per-token", work / "tokens.parquet",
+                                                               "--force", *window(cache, args.cache_size)], work)
         print(json.dumps(result, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -174,14 +174,13 @@ def _main(argv: list[str] | None) -> int:
         return exc.exit_code
     except (StdoutClosed, BrokenPipeError):
         return _quiet_stdout()
-    except (MemoryError, RuntimeError) as exc:
-        if debug or not out_of_memory(exc):
+    except (MemoryError, RuntimeError, OSError) as exc:
+        memory = out_of_memory(exc)  # ENOMEM is an OSError too: a memory map the limit refuses
+        if debug or not (memory or isinstance(exc, OSError)):
             raise
-        print("groc: error: out of memory (the process's memory limit, `ulimit -v`, or the machine's); use a smaller "
-              "--batch-size, --chunk or model, or raise the limit", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        if debug:
-            raise
-        print(f"groc: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        if memory:
+            print("groc: error: out of memory (the process's memory limit, `ulimit -v`, or the machine's); use a smaller "
+                  "--batch-size, --chunk or model, or raise the limit", file=sys.stderr)
+        else:
+            print(f"groc: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 1

@@ -1,5 +1,7 @@
 """User-facing errors: one line on stderr, non-zero exit, no traceback (unless --debug)."""
 
+import errno
+
 
 class GrocError(Exception):
     """An error caused by the user's input or environment, with a message that names the fix."""
@@ -34,9 +36,12 @@ def out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc`` is an allocation that failed: Python's MemoryError, or torch's RuntimeError
     for it ("DefaultCPUAllocator: can't allocate memory", CUDA's out of memory), which a
     ``ulimit -v`` or an absurd size setting gives in the middle of a library call; a size past
-    what any allocator takes, "Storage size calculation overflowed", too)."""
-    if isinstance(exc, MemoryError):
+    what any allocator takes, "Storage size calculation overflowed", too), or a memory map that
+    the limit refuses: an OSError with ENOMEM (numpy's ``open_memmap`` of a dump's arrays) or
+    safetensors' RuntimeError for it ("unable to mmap ...: Cannot allocate memory (12)")."""
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text.lower()
+                                              or "cannot allocate memory" in text.lower()
                                               or "size calculation overflowed" in text)

@@ -3,13 +3,15 @@ limit (RLIMIT_AS, as `ulimit -v`) met while building or training, a trainer.pt t
 or whose fields have other types. Each is one line on stderr naming the file or setting, a
 non-zero exit, no traceback and no run directory left behind."""
 
+import json
+import os
 import resource
 import shutil
 
 import pytest
 import torch
 
-from tests.conftest import REPO, run_groc
+from tests.conftest import REPO, TEST_ENV, run_groc
 
 TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--device", "cpu", "--seed", "3"]
 
@@ -63,6 +65,50 @@ def test_a_memory_limit_met_while_building_the_model(work):
     assert not (work / "new").exists()
 
 
+def vm_peak_of_groc_version() -> int:
+    """Bytes of address space a `groc --version` child reached here (VmPeak): the baseline a memory
+    limit is set relative to, whatever the interpreter and the environment of this run add."""
+    import subprocess
+    import sys
+
+    code = ("from groc_cli.cli import main\nmain(['--version'])\n"
+            "print(next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmPeak')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, env={**os.environ, **TEST_ENV})
+    return int(r.stdout.split()[-1]) * 1024
+
+
+def test_a_memory_limit_met_while_dumping(tmp_path):
+    """RLIMIT_AS at the baseline plus 1.5 GiB: torch, numpy and FAISS load (0.8 GiB above it here), the
+    dump's 2 GB of float32 states do not (1M predictions of 512 dimensions). Before: a traceback where
+    the weights' memory map failed, "Cannot allocate memory" alone where the states' did."""
+    import subprocess
+    import sys
+
+    text = (REPO / "groc_cli" / "data").glob("*.txt")
+    (tmp_path / "big.txt").write_text("".join(p.read_text(encoding="utf-8") for p in sorted(text)) * 3, encoding="utf-8")
+    (tmp_path / "small.txt").write_text((REPO / "groc_cli" / "data" / "austen-persuasion.txt").read_text()[:20000])
+    run_groc("prepare", "--train", "small.txt", "--test", "big.txt", "--min-count", "2", "-o", "ds", cwd=tmp_path, check=True)
+    run_groc("train", "ds", "-o", "run", "--max-tokens", "50", "--emb", "512", "--hidden", "8", "--batch-size", "4",
+             "--bptt", "12", "--device", "cpu", cwd=tmp_path, check=True)
+    states = 4 * 512 * json.loads((tmp_path / "ds" / "manifest.json").read_text())["splits"]["test"]["tokens"]
+    assert states > 2e9
+    if shutil.disk_usage(tmp_path).free < states + (1 << 30):  # dump checks the space before it maps anything
+        pytest.skip("needs 3 GB of free disk beside the test's temporary directory")
+    limit = vm_peak_of_groc_version() + (3 << 29)
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    r = subprocess.run([sys.executable, "-m", "groc_cli", "dump", "run", "ds", "--split", "test", "--dtype", "float32",
+                        "-o", "st", "--device", "cpu"], cwd=tmp_path, capture_output=True, preexec_fn=limited,
+                       env={**os.environ, **TEST_ENV}, timeout=300)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "Traceback" not in err, err
+    assert [line for line in err.splitlines() if line.startswith("groc: error: ")] == err.splitlines()[-1:], err
+    assert "out of memory" in err and "raise the limit" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt", "ds", "run", "small.txt"]  # no st, no .st.incomplete-*
+
+
 def test_out_of_memory_anywhere_is_one_line():
     """The command line's last resort for an allocation failing inside torch, wherever it happens."""
     from groc_cli.errors import out_of_memory
@@ -70,6 +116,10 @@ def test_out_of_memory_anywhere_is_one_line():
     assert out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory"))
     assert out_of_memory(MemoryError())
     assert not out_of_memory(RuntimeError("shape mismatch"))
+    assert out_of_memory(OSError(12, "Cannot allocate memory"))  # a memory map refused (numpy's open_memmap)
+    assert out_of_memory(RuntimeError("unable to mmap 17517184 bytes from file <model.safetensors>: Cannot allocate "
+                                      "memory (12)"))
+    assert not out_of_memory(OSError(28, "No space left on device"))
 
 
 RESUME = ["train", "ds", "-o", "run", "--resume", "--max-tokens", "200", "--device", "cpu"]

@@ -76,6 +76,13 @@ def edit_json(path, change):
     path.write_text(json.dumps(data))
 
 
+def without_integrity(states, *names):
+    """meta.json of ``states`` without the integrity record of arrays ``names`` (all: none given), as a
+    dump written before the record (or a careful forgery), so the checks behind it are reached."""
+    edit_json(states / "meta.json", lambda m: [spec.pop("integrity", None) for name, spec in m["files"].items()
+                                               if not names or name in names])
+
+
 # -- dataset directories -----------------------------------------------------------------------
 
 def test_truncated_split(work):
@@ -165,6 +172,7 @@ def test_states_arrays_whose_lengths_disagree(work):
     # logp.npy shortened and its own record in meta.json edited to match: only the other arrays disagree.
     np.save(work / "st" / "logp.npy", np.load(work / "st" / "logp.npy")[:-5])
     edit_json(work / "st" / "meta.json", lambda m: m["files"]["logp"].update(shape=[m["predictions"] - 5]))
+    without_integrity(work / "st", "logp")
     refused(work, EVAL_STATES, "st/logp.npy", "groc dump")
 
 

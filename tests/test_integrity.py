@@ -9,7 +9,8 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from tests.conftest import run_groc
-from tests.test_damaged_artifacts import EVAL, edit_json, pristine, refused, rewrite_parquet, work  # noqa: F401
+from tests.test_damaged_artifacts import (EVAL, edit_json, pristine, refused, rewrite_parquet, without_integrity,  # noqa: F401
+                                          work)
 
 EVAL_STATES = ["eval", "run", "ds", "--states", "st", "--cache", "local", "--device", "cpu", "--per-token", "out.parquet"]
 START = "run/best/start_state.safetensors"
@@ -77,6 +78,7 @@ def test_states_with_nan_rows(work):
     hidden[7] = np.nan
     hidden.flush()
     del hidden
+    without_integrity(work / "st")  # a dump without checksums: the rows' own check finds it
     """Found while the rows are read (a scan of every state at open would cost as much as the
     evaluation): after eval's opening log line, one error line; no per-token file."""
     r = run_groc(*EVAL_STATES, cwd=work)
@@ -92,6 +94,7 @@ def test_states_with_nan_logp_refused_at_open(work):
     logp[3] = np.nan
     logp.flush()
     del logp
+    without_integrity(work / "st")
     err = refused(work, EVAL_STATES, "st/logp.npy", "groc dump")
     assert "row 3" in err
 
@@ -100,3 +103,60 @@ def test_states_meta_naming_a_file_outside(work):
     np.save(work / "x.npy", np.zeros(3))
     edit_json(work / "st" / "meta.json", lambda m: m["files"].update({"../../x": {"shape": [3], "dtype": "float64"}}))
     refused(work, EVAL_STATES, "st/meta.json", "groc dump")
+
+
+def change_row(path, row, change):
+    array = np.load(path, mmap_mode="r+")
+    array[row] = change(np.array(array[row]))
+    array.flush()
+
+
+@pytest.mark.parametrize("name, change", [("hidden", lambda row: row[::-1]), ("logp", lambda value: value - 0.5)])
+def test_states_changed_after_the_dump(work, name, change):
+    """A finite, plausible value changed in place: shapes and finiteness hold, the checksum does not."""
+    change_row(work / "st" / f"{name}.npy", 4, change)
+    err = refused(work, EVAL_STATES, f"st/{name}.npy", "groc dump")
+    assert "SHA-256" in err
+
+
+def test_states_array_with_bytes_appended(work):
+    with open(work / "st" / "targets.npy", "ab") as handle:
+        handle.write(b"\0" * 16)
+    err = refused(work, EVAL_STATES, "st/targets.npy", "groc dump")
+    assert "bytes" in err
+
+
+def test_states_without_integrity_records_are_still_read(work):
+    """Dumps written before the record are read as before, to the same numbers."""
+    meta = json.loads((work / "st" / "meta.json").read_text())
+    assert all(spec["integrity"]["bytes"] == (work / "st" / f"{name}.npy").stat().st_size
+               for name, spec in meta["files"].items())
+    checked = run_groc(*EVAL_STATES, cwd=work, check=True)
+    without_integrity(work / "st")
+    old = run_groc(*EVAL_STATES, "--force", cwd=work, check=True)
+    assert json.loads(old.stdout)["perplexity"] == json.loads(checked.stdout)["perplexity"]
+
+
+def test_sampled_checksum_of_a_large_file(tmp_path, monkeypatch):
+    """A file over WHOLE_BYTES is hashed in blocks spread over it: a change inside one is found, a
+    change between them is not (the documented limit), a size change always is; a record keeps the
+    sampling it was written with."""
+    from groc_cli import artifacts
+
+    monkeypatch.setattr(artifacts, "WHOLE_BYTES", 1 << 20)
+    monkeypatch.setattr(artifacts, "SAMPLE_BLOCKS", 4)
+    path = tmp_path / "big.npy"
+    data = bytearray(np.random.default_rng(0).bytes(4 << 20))
+    path.write_bytes(data)
+    record = artifacts.integrity_record(path)
+    assert record["sampled_blocks"] == 4 and record["bytes"] == 4 << 20
+    monkeypatch.setattr(artifacts, "SAMPLE_BLOCKS", 8)  # later constants do not change how it is checked
+    assert artifacts.integrity_problem(path, record) is None
+    for offset, found in ((len(data) - 1, True), (100_000, False)):
+        changed = bytearray(data)
+        changed[offset] ^= 1
+        path.write_bytes(changed)
+        assert (artifacts.integrity_problem(path, record) is not None) == found, offset
+    path.write_bytes(data + b"\0")
+    assert "bytes" in artifacts.integrity_problem(path, record)
+    assert artifacts.integrity_problem(path, {"bytes": "many"}) is not None

@@ -184,6 +184,20 @@ def test_bad_input_is_one_line_and_exit_2(work, args, stdin, word):
     assert r.returncode == 2 and len(err) == 1 and word in err[0], err
 
 
+@pytest.mark.parametrize("flags, named, takes", [
+    (["--cache", "none", "--theta", "0.5"], "--theta", "local"),
+    (["--cache", "unigram", "--theta", "0.5"], "--theta", "local"),
+    (["--cache-size", "100"], "--cache-size", "unigram, local"),
+    (["--cache", "none", "--cache-weight", "0.2"], "--cache-weight", "unigram, local"),
+])
+def test_a_cache_setting_the_chosen_cache_does_not_take_is_refused(work, flags, named, takes):
+    """As 'groc eval' refuses it (issue 30, class 6): score would print the same numbers without it."""
+    r = run_groc("score", work / "tied", "-", *flags, input=b"a\n")
+    err = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and not r.stdout, err
+    assert err[0].startswith(f"groc: error: {named} is a setting of --cache {takes}") and "not of" in err[0], err
+
+
 def test_a_missing_run_is_one_line(work, tmp_path):
     r = run_groc("score", tmp_path / "nothing", "-", input=b"a\n")
     assert r.returncode == 2 and len(r.stderr.decode().strip().splitlines()) == 1

@@ -3,6 +3,8 @@ another command, a cache's setting given with another cache, a lexicon given to 
 that reads none. Each is refused as a misplaced flat key is: one line naming it, exit status 2,
 nothing written."""
 
+import shutil
+
 import pytest
 
 from tests.conftest import run_groc
@@ -37,7 +39,8 @@ def test_a_runs_config_json_still_configures_eval(work):
 
 @pytest.mark.parametrize("extra, named", [(["--cache", "local", "--knn", "16"], "--knn"),
                                           (["--cache", "none", "--theta", "0.5"], "--theta"),
-                                          (["--cache", "unigram", "knn=16"], "knn")])
+                                          (["--cache", "unigram", "knn=16"], "knn"),
+                                          (["--cache-weight", "0.2"], "--cache-weight")])
 def test_a_cache_setting_with_another_cache(work, extra, named):
     err = refused(work, [*EVAL, *extra], named, "--cache")
     assert "unbounded" in err or "local" in err
@@ -52,3 +55,39 @@ def test_finetune_lexicon_on_a_tied_run(work):
     (work / "lex.parquet").write_bytes(b"")
     refused(work, ["finetune", "run", "ds", "-o", "ft", "--lexicon", "lex.parquet", "--device", "cpu"], "--lexicon",
             "drop --lexicon")
+
+
+@pytest.fixture(scope="module")
+def groc_run(pristine, tmp_path_factory):
+    """A tiny GroC run on ds, trained with lex.parquet; half.parquet: another lexicon of ds's words."""
+    root = tmp_path_factory.mktemp("groc-run")
+    run_groc("lexicon", "--vocab", pristine / "ds", "-o", root / "lex.parquet", check=True)
+    run_groc("lexicon", "--vocab", pristine / "ds", "--keep-fraction", "0.5", "-o", root / "half.parquet", check=True)
+    run_groc("train", pristine / "ds", "-o", root / "groc", "--output-layer", "groc", "--lexicon", root / "lex.parquet",
+             *TRAIN[4:], check=True)
+    return root
+
+
+RESUME = ["train", "ds", "-o", "groc", "--resume", "--max-tokens", "100", "--device", "cpu"]
+
+
+def test_resume_with_another_lexicon(work, groc_run):
+    """A resumed run keeps the lexicon copy its weights were built with; another --lexicon is refused,
+    not set aside."""
+    for name in ("groc", "half.parquet"):
+        (shutil.copytree if name == "groc" else shutil.copyfile)(groc_run / name, work / name)
+    refused(work, [*RESUME, "--lexicon", "half.parquet"], "--lexicon half.parquet", "keeps its own copy")
+
+
+def test_resume_with_the_same_lexicon_is_taken(work, groc_run):
+    shutil.copytree(groc_run / "groc", work / "groc")
+    shutil.copyfile(groc_run / "lex.parquet", work / "same.parquet")  # same bytes, another path
+    r = run_groc(*RESUME, "--lexicon", "same.parquet", cwd=work)
+    assert r.returncode == 0, r.stderr.decode()
+    assert (work / "groc" / "lexicon.parquet").read_bytes() == (groc_run / "lex.parquet").read_bytes()
+
+
+def test_resume_of_a_tied_run_with_a_lexicon(work, groc_run):
+    shutil.copyfile(groc_run / "lex.parquet", work / "lex.parquet")
+    refused(work, ["train", "ds", "-o", "run", "--resume", "--max-tokens", "200", "--device", "cpu", "--lexicon",
+                   "lex.parquet"], "--lexicon", "drop --lexicon")

@@ -163,7 +163,9 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
 
     u = s.resolved["uniform_weight"]
     based = ((c, adjust(c, vocab.model_size, vocab.size, s.downweight_new, u)) for c in chunks)
-    split_ids = dataset.ids(s.split).astype(np.int64)
+    # For the per-token table only, in the dataset's width (2 or 4 bytes a token, not int64's 8): what eval
+    # holds per token of the split is what grows with its length (docs/benchmarks.md).
+    split_ids = dataset.ids(s.split) if per_token is not None else None
     model_nll = 0.0
     final_nll = None
     count = 0

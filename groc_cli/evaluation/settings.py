@@ -73,17 +73,23 @@ class EvalSettings:
     #: The setting that picks which caches' settings apply (``settings.kind_applies``).
     KIND_SETTING = "cache"
 
+    #: Eval's own settings that mix in a cache: without one (``--cache none``) they mean nothing.
+    CACHE_MIXING = ("cache_weight",)
+
     @classmethod
     def kind_settings(cls, kind: str | None) -> set[str]:
-        """Eval's own settings and those of cache ``kind`` (none: no cache's): ``--knn`` with
-        ``--cache local`` is refused, not dropped."""
+        """Eval's own settings and those of cache ``kind`` (none: no cache's, nor the cache's
+        weight): ``--knn`` with ``--cache local`` is refused, not dropped."""
         own = {f.name for f in dataclasses.fields(cls) if f.name not in _STATE}
         chosen = CACHE_KINDS.get(kind)
-        return own | ({f.name for f in dataclasses.fields(chosen.Settings)} if chosen else set())
+        if chosen is None:
+            return own - set(cls.CACHE_MIXING)
+        return own | {f.name for f in dataclasses.fields(chosen.Settings)}
 
     @classmethod
     def kinds_with_setting(cls, name: str) -> str:
-        return ", ".join(kind for kind, c in CACHE_KINDS.items() if name in {f.name for f in dataclasses.fields(c.Settings)})
+        return ", ".join(kind for kind, c in CACHE_KINDS.items()
+                         if name in cls.CACHE_MIXING or name in {f.name for f in dataclasses.fields(c.Settings)})
 
     @classmethod
     def settings_classes(cls) -> list[type]:

@@ -3,7 +3,8 @@ tuned without running the LM again (the kNN-LM "datastore" step, self-described:
 stage never asks for a size, dtype or dimension; urvashik/knnlm#6).
 
     STATES/
-      meta.json       format, shapes and dtypes, split, vocabulary mode, model and dataset checksums
+      meta.json       format, shapes and dtypes, each array's size and SHA-256 (``integrity``: whole,
+                      or of sampled blocks for a large one), split, vocabulary mode, model and dataset checksums
       vocab.parquet   the evaluation vocabulary (word), model words first; union words follow
       hidden.npy      [n, d] float16 (default) or float32: the states that predict each target
       targets.npy     [n] uint32: target ids in the evaluation vocabulary
@@ -25,8 +26,8 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..artifacts import (atomic_dir, claim_output, first_line, provenance, read_json, read_parquet, require_space,
-                         sha256_file, write_json, write_parquet)
+from ..artifacts import (atomic_dir, claim_output, first_line, integrity_problem, integrity_record, provenance, read_json,
+                         read_parquet, require_space, sha256_file, write_json, write_parquet)
 from ..environment import environment
 from ..formats import STATES_FORMAT
 from ..console import log, progress
@@ -119,6 +120,8 @@ def _dump(run: Run, dataset: Dataset, split: str, out_dir: Path, vocab_mode: str
         for array in arrays.values():
             array.flush()
         del arrays
+        for name, spec in meta["files"].items():  # checked by open_states; dumps without it are read unchecked
+            spec["integrity"] = integrity_record(tmp / f"{name}.npy")
         write_parquet(pa.table({"word": pa.array(vocab.words, type=pa.string())}), tmp / "vocab.parquet",
                       provenance("dump", what="evaluation vocabulary", model_checksum=model_checksum))
         meta["seconds"] = round(time.perf_counter() - started, 3)
@@ -260,6 +263,9 @@ def open_states(path: Path) -> States:
             array = np.load(file, mmap_mode="r")
         except (ValueError, OSError, EOFError) as exc:
             raise DamagedInput(file, f"is not a readable array, truncated or damaged ({first_line(exc)})", redump) from None
+        problem = integrity_problem(file, spec["integrity"]) if "integrity" in spec else None
+        if problem is not None:
+            raise DamagedInput(file, problem, redump)
         expected = [n, meta["dim"]] if name == "hidden" else [n]
         if list(array.shape) != expected or str(array.dtype) != spec.get("dtype"):
             raise DamagedInput(file, f"holds {list(array.shape)} {array.dtype}, but meta.json records {expected} "

@@ -54,7 +54,7 @@ def build_eval_vocab(model_words: list[str], dataset: Dataset, split: str, mode:
     if mode not in VOCAB_MODES:
         raise GrocError(f"--vocab {mode!r}: expected one of {', '.join(VOCAB_MODES)}")
     index, unk = model_index(model_words)
-    split_ids = dataset.ids(split).astype(np.int64)
+    split_ids = dataset.ids(split)  # the dataset's width: indexing needs no int64 copy of the split
     if split_ids.size < 2:
         raise GrocError(f"the {split} split has {split_ids.size} token(s); at least 2 are needed to predict anything")
     return _eval_vocab(list(model_words), index, unk, dataset.words, split_ids, mode, compose_inputs)

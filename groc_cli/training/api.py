@@ -89,7 +89,7 @@ def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, d
         _check_resumed_settings(run.config, model_config=model_config, train_config=train_config, given=given)
         model_config = run.model_config
         train_config = TrainConfig.from_dict({**run.config["train"], **_budget_overrides(train_config)})
-        lexicon_path = run.lexicon_path
+        lexicon_path = _resumed_lexicon(run, lexicon_path)
     else:
         check_new_run_dir(run_dir, force, rank, inputs=(dataset_dir, lexicon_path))
     vocab = dataset.vocab
@@ -263,6 +263,24 @@ def _run_lock(run_dir: Path):
     if int(os.environ.get("RANK", "0")) != 0:
         return contextlib.nullcontext()
     return output_lock(Path(run_dir))
+
+
+def _resumed_lexicon(run: Run, given: Path | None) -> Path | None:
+    """The lexicon a resumed run trains on: its own copy (run/lexicon.parquet), which the weights
+    were built with. A --lexicon given too is taken only if it holds the same bytes (the checksum
+    config.json records); another one would be set aside silently, so it is refused. A run that
+    records no lexicon (tied) gets the given one, which ``check_lexicon`` then refuses."""
+    if given is None:
+        return run.lexicon_path
+    recorded = (run.config.get("lexicon") or {}).get("sha256")
+    if recorded is None:
+        return given
+    if not Path(given).is_file():
+        raise GrocError(f"--lexicon {given}: no such file; a resumed run keeps its own lexicon copy, so drop --lexicon")
+    if sha256_file(Path(given)) != recorded:
+        raise GrocError(f"--lexicon {given} differs from the lexicon run {run.path} was trained with (a resumed run "
+                        f"keeps its own copy, {run.path / 'lexicon.parquet'}): drop --lexicon, or start over with --force")
+    return run.lexicon_path or given
 
 
 def _check_resumed_settings(stored: dict, *, given: dict, model_config: ModelConfig | None = None,

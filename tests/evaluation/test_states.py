@@ -17,7 +17,9 @@ def test_dump_then_eval_states_matches_live_eval(runs, tmp_path):
     r = groc1("dump", runs / "tied", runs / "a", "--split", "valid", "-o", states, "--dtype", "float32", "--device", "cpu",
               check=True)
     meta = json.loads(r.stdout)
-    assert meta["predictions"] == 843 and meta["files"]["hidden"] == {"shape": [843, 16], "dtype": "float32"}
+    assert meta["predictions"] == 843 and meta["files"]["hidden"]["shape"] == [843, 16]
+    assert meta["files"]["hidden"]["dtype"] == "float32"
+    assert meta["files"]["hidden"]["integrity"]["bytes"] == (states / "hidden.npy").stat().st_size
     assert np.load(states / "targets.npy").dtype == np.uint32
     assert json.loads((states / "meta.json").read_text())["model_checksum"] == meta["model_checksum"]
     for kw in (dict(), dict(cache="local", cache_size=50), dict(cache="unbounded", index="Flat", knn=8)):
