@@ -17,7 +17,7 @@ from ..errors import GrocError, SettingError
 from ..settings import hints
 from . import SUMMARIES
 from ._inputs import THREADS, UTF8_ERRORS, Checkpoint, Utf8Errors, Vocab, checkpoint_option
-from ._settings import cache_parameters, command_function, option_parameter, setting_errors
+from ._settings import cache_parameters, command_function, option_parameter, resolve, setting_errors
 
 
 def _declared(cls: type, name: str):
@@ -72,6 +72,8 @@ def score(
     errors, vocab, checkpoint = errors.value, vocab.value, checkpoint.value
     if lower and not tokenize:
         raise GrocError("--lower applies with --tokenize only (tokenized input is scored as it is)")
+    # As 'groc eval' builds its settings: a cache's setting given with another --cache is refused, not dropped.
+    resolve(ctx, {"eval": EvalSettings}, {"cache": cache, "cache_weight": cache_weight, **cache_settings}, None, None)
     from ..api import load_run
     from ..runtime import set_threads
     from ..text.io import open_input
