@@ -33,9 +33,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from train_throughput import MALLOC_ENV, PTB_TRAIN, add_model_options, model_config, read_corpus  # noqa: E402
+from train_throughput import MALLOC_ENV, PTB_TRAIN, add_model_options, checked_kinds, model_config, read_corpus
+from train_throughput import Runner as ThroughputRunner  # noqa: E402
 
-from groc_cli.models import KINDS, Lexicon, build_model, output_layer_class  # noqa: E402
+from groc_cli.models import Lexicon, output_layer_class  # noqa: E402
 from groc_cli.models.common import SoftmaxComposed  # noqa: E402
 
 PHASES = ("compose_forward", "lstm_forward", "softmax_forward", "softmax_backward", "lstm_backward",
@@ -58,20 +59,13 @@ class Clock:
         self.times[phase] = (wall, cpu)
 
 
-class Runner:
+class Runner(ThroughputRunner):
+    """train_throughput's runner (its ``step`` is the whole step, timed in ``wall``/``cpu``) plus the
+    same step cut into segments."""
+
     def __init__(self, kind: str, config, vocab, lexicon, data: torch.Tensor, args) -> None:
-        torch.manual_seed(1)
-        self.kind = kind
-        self.model = build_model(config, vocab, lexicon=lexicon if output_layer_class(kind).needs_lexicon else None)
-        self.model.train()
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
-        length = data.numel() // args.batch
-        self.columns = data[: length * args.batch].view(args.batch, length).t().contiguous()
-        self.bptt = args.bptt
-        self.position = 0
-        self.state = self.model.init_state(args.batch)
+        super().__init__(kind, config, vocab, lexicon, data, args, torch.device("cpu"))
         self.phases: dict[str, list[tuple[float, float]]] = {p: [] for p in PHASES}
-        self.whole: list[tuple[float, float]] = []
 
     def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         i = self.position
@@ -126,20 +120,6 @@ class Runner:
             for phase, value in clock.times.items():
                 self.phases[phase].append(value)
 
-    def whole_step(self, timed: bool) -> None:
-        x, y = self.batch()
-        wall, cpu = time.perf_counter(), time.process_time()
-        composed = self.model.compose(grad=True)
-        hidden, state = self.model(x, self.model.detach_state(self.state), composed)
-        loss = composed.nll(hidden.reshape(-1, hidden.size(-1)).float(), y.reshape(-1)).mean() + self.model.regularization()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 0.1)
-        self.optimizer.step()
-        self.state = state
-        if timed:
-            self.whole.append((time.perf_counter() - wall, time.process_time() - cpu))
-
     def profile_composition(self, top: int) -> list[dict]:
         from torch.profiler import ProfilerActivity, profile
 
@@ -155,6 +135,7 @@ class Runner:
         def med(values: list[tuple[float, float]], i: int) -> float:
             return round(statistics.median(v[i] for v in values), 4)
 
+        whole = list(zip(self.wall, self.cpu))
         out = {phase: {"wall_s": med(v, 0), "cpu_s": med(v, 1)} for phase, v in self.phases.items()}
         total_cpu = sum(p["cpu_s"] for p in out.values())
         for p in out.values():
@@ -162,9 +143,9 @@ class Runner:
         return {
             "phases": out,
             "sum_cpu_s": round(total_cpu, 4),
-            "step_cpu_s": med(self.whole, 1),
-            "step_wall_s": med(self.whole, 0),
-            "sum_vs_step": round(total_cpu / med(self.whole, 1), 3),
+            "step_cpu_s": med(whole, 1),
+            "step_wall_s": med(whole, 0),
+            "sum_vs_step": round(total_cpu / med(whole, 1), 3),
             "parameters": self.model.num_parameters(),
         }
 
@@ -195,14 +176,10 @@ def main() -> None:
     ap.add_argument("--lexicon", type=Path, help="lexicon Parquet for GroC (groc lexicon --vocab ... output)")
     ap.add_argument("--train", type=Path, default=PTB_TRAIN, help="penn training text")
     ap.add_argument("--top", type=int, default=12, help="costliest composition operators to list (0: no profile)")
+    ap.set_defaults(amp=False)  # float32 on CPU (train_throughput's runner reads it)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    bad = [k for k in kinds if k not in KINDS]
-    if bad:
-        sys.exit(f"error: unknown kind(s) {bad} in --kinds; choose from {', '.join(KINDS)}")
-    if not args.train.is_file():
-        sys.exit(f"error: training text {args.train} not found; pass --train")
+    kinds = checked_kinds(args)
     needs_lexicon = any(output_layer_class(k).needs_lexicon for k in kinds)
     if needs_lexicon and not (args.lexicon and args.lexicon.is_file()):
         sys.exit("error: GroC needs --lexicon PATH.parquet (groc lexicon --vocab DATASET -o PATH.parquet)")
@@ -215,7 +192,7 @@ def main() -> None:
     for step in range(args.warmup + args.steps):
         for runner in runners.values():
             runner.segmented_step(timed=step >= args.warmup)
-            runner.whole_step(timed=step >= args.warmup)
+            runner.step(timed=step >= args.warmup)
         print(f"step {step + 1}/{args.warmup + args.steps}", file=sys.stderr, flush=True)
     results = {kind: r.result() for kind, r in runners.items()}
     if "tied" in results:

@@ -63,6 +63,17 @@ def add_model_options(ap: argparse.ArgumentParser, emb: int, hidden: int) -> Non
     ap.add_argument("--dropout", type=float, help="the prefix network's dropout (default: the config's, else none)")
 
 
+def checked_kinds(args) -> list[str]:
+    """--kinds as a list, after checking it and --train (one-line exits)."""
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        sys.exit(f"error: unknown kind(s) {bad} in --kinds; choose from {', '.join(KINDS)}")
+    if not args.train.is_file():
+        sys.exit(f"error: training text {args.train} not found; pass --train")
+    return kinds
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -180,12 +191,7 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    bad = [k for k in kinds if k not in KINDS]
-    if bad:
-        sys.exit(f"error: unknown kind(s) {bad} in --kinds; choose from {', '.join(KINDS)}")
-    if not args.train.is_file():
-        sys.exit(f"error: training text {args.train} not found; pass --train")
+    kinds = checked_kinds(args)
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: --device cuda but CUDA is not available; use --device cpu")
     device = torch.device(args.device)
