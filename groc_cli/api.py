@@ -54,8 +54,6 @@ from .training.start_state import load_start_state
 #: Composed embeddings of words outside the model's vocabulary kept between sentences (GroC);
 #: the memo is emptied when it grows past this, so memory stays bounded on endless input.
 NEW_WORD_MEMO = 50_000
-#: Positions one LSTM call of score_tokens runs (as eval's chunk); the state carries across them.
-SCORE_CHUNK = 256
 
 
 @dataclass
@@ -199,7 +197,7 @@ class LoadedRun:
             # Time chunks with the state carried, and the softmax of each chunk in row blocks, as eval's:
             # memory is bounded by the chunk and LOGIT_BYTES, not by the line (a 5-million-character
             # line built a 23.7 GB tokens x vocabulary matrix).
-            chunks = model_chunks(self.model, vocab, self.device, SCORE_CHUNK, composed=self._view(vocab.added),
+            chunks = model_chunks(self.model, vocab, self.device, EvalSettings.chunk, composed=self._view(vocab.added),
                                   state=self.start_state() if state is None else state)
             line = Chunk.join([c if hidden else dataclasses.replace(c, hidden=None) for c in chunks], hidden)
         u = uniform_share(self.composes, self.vocab_mode)
