@@ -67,13 +67,6 @@ class Runner(ThroughputRunner):
         super().__init__(kind, config, vocab, lexicon, data, args, torch.device("cpu"))
         self.phases: dict[str, list[tuple[float, float]]] = {p: [] for p in PHASES}
 
-    def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        i = self.position
-        if i + self.bptt + 1 > self.columns.size(0):
-            i = self.position = 0
-        self.position = i + self.bptt
-        return self.columns[i : i + self.bptt], self.columns[i + 1 : i + 1 + self.bptt]
-
     def segmented_step(self, timed: bool) -> None:
         x, y = self.batch()
         clock = Clock()

@@ -124,12 +124,16 @@ class Runner:
         self.updates = 0
         self.loss = float("nan")
 
-    def step(self, timed: bool) -> None:
+    def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next BPTT window's inputs and targets on the device (from the start after the end)."""
         i = self.position
         if i + self.bptt + 1 > self.columns.size(0):
-            i = self.position = 0
-        x = self.columns[i : i + self.bptt].to(self.device)
-        y = self.columns[i + 1 : i + 1 + self.bptt].to(self.device)
+            i = 0
+        self.position = i + self.bptt
+        return self.columns[i : i + self.bptt].to(self.device), self.columns[i + 1 : i + 1 + self.bptt].to(self.device)
+
+    def step(self, timed: bool) -> None:
+        x, y = self.batch()
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         wall, cpu = time.perf_counter(), time.process_time()
@@ -147,7 +151,6 @@ class Runner:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         self.state = state
-        self.position = i + self.bptt
         self.loss = float(loss.detach())
         if timed:
             self.wall.append(time.perf_counter() - wall)
