@@ -235,7 +235,7 @@ class _FromRun:
         if self.lexicon_copy is not None:
             self.lexicon_copy = lexicon_path or self.lexicon_copy
         seed_everything(train_config.seed, train_config.deterministic)
-        model, old_words, old_counts = source.build("best", lexicon=lexicon, device="cpu")
+        model, old_words, _ = source.build("best", lexicon=lexicon, device="cpu")
         old = set(old_words)
         self.new_words = [w for w in dataset.vocab if w not in old]
         words = old_words + self.new_words
