@@ -44,6 +44,13 @@ def setting(default: Any = MISSING, help: str = "", *, flag: str | None = None, 
     return dataclasses.field(default=default, metadata={"groc": meta})
 
 
+def same_as(cls: type, name: str) -> Any:
+    """The setting ``name`` declared by ``cls``, for another stage's settings that mean the same
+    thing: a field with its default, help and bounds, declared once (dump's chunk is eval's)."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+
+
 def meta(f: dataclasses.Field) -> dict:
     return f.metadata.get("groc", {})
 

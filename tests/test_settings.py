@@ -46,6 +46,45 @@ def test_options_come_from_the_dataclasses_only():
         assert params & fields == set()
 
 
+def test_dump_options_are_dump_settings_fields():
+    """groc dump's options are DumpSettings' fields (flag, default, help, choices; --split required),
+    its command file names none of them, and its --chunk and --device are eval's, declared once."""
+    from rich.markup import escape
+
+    from groc_cli.evaluation.settings import EvalSettings
+    from groc_cli.evaluation.states import DumpSettings
+    from groc_cli.settings import meta
+
+    options = {p.name: p for p in click_command("dump").params}
+    for f in dataclasses.fields(DumpSettings):
+        option, m = options[f.name], meta(f)
+        assert option.opts == [flag_of(f)], f.name
+        choices = f" One of: {', '.join(m['choices'])}." if m["choices"] else ""
+        assert option.help == escape(m["help"]) + choices, f.name
+        if f.default is dataclasses.MISSING:
+            assert option.required, f.name
+        else:
+            assert not option.required and option.default == default_of(f), f.name
+    assert [f.name for f in dataclasses.fields(DumpSettings)] == ["split", "vocab", "dtype", "checkpoint", "chunk",
+                                                                  "device", "lexicon"]
+    evals = {f.name: f for f in dataclasses.fields(EvalSettings)}
+    for name in ("chunk", "device"):
+        f = next(f for f in dataclasses.fields(DumpSettings) if f.name == name)
+        assert (f.default, f.metadata) == (evals[name].default, evals[name].metadata)
+    tree = ast.parse((REPO / "groc_cli" / "commands" / "dump.py").read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "dump")
+    assert {a.arg for a in fn.args.args + fn.args.kwonlyargs} & {f.name for f in dataclasses.fields(DumpSettings)} == set()
+
+
+@pytest.mark.parametrize("args,message", [(["--vocab", "all"], "--vocab must be one of model, union, got 'all'"),
+                                          (["--dtype", "int8"], "--dtype must be one of float16, float32, got 'int8'")])
+def test_a_bad_dump_choice_names_its_flag(tmp_path, args, message):
+    r = run_groc("dump", tmp_path / "run", tmp_path / "data", "--split", "valid", "-o", tmp_path / "st", *args)
+    lines = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and message in lines[0], lines
+    assert not (tmp_path / "st").exists()
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("settings")

@@ -1,4 +1,4 @@
-"""Options of `train` and `finetune` that are not settings of the run, and the progress display."""
+"""Options of `train` and `finetune` that are not settings of the run, their checks, and the progress display."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..console import err, log
+from ..errors import GrocError
+from ..runtime import set_threads
 
 
 class StepProgress:
@@ -99,3 +101,12 @@ COMMON = {
                                      "DIR); needs pip install 'groc-cli\\[tensorboard]'. steps.parquet and metrics.parquet in "
                                      "the run are written either way."),
 }
+
+
+def check_start(resume: bool, force: bool, config: Path | None, overrides: list[str] | None, threads: str) -> None:
+    """The flags of a training job that contradict each other, refused before any work; the CPU threads."""
+    if resume and force:
+        raise GrocError("--resume and --force contradict each other; pick one")
+    set_threads(threads)
+    if resume and (config is not None or overrides):
+        raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")

@@ -8,14 +8,12 @@ from typing import Optional
 import typer
 
 from ..console import emit_json
-from ..runtime import set_threads
-from ..errors import GrocError
 from ..models import ModelConfig
-from ..training.api import finetune as finetune_run
+from ..training.api import TrainJob, run_training
 from ..training.loop import TrainConfig
 from . import _settings as S
 from ._inputs import THREADS, VERIFY
-from ._training_flags import COMMON, observers
+from ._training_flags import COMMON, check_start, observers
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -42,16 +40,13 @@ def finetune(
     **settings,
 ) -> None:
     """Finetune a trained model on new data; new words are composed (groc) or get random rows (table outputs)."""
-    if resume and force:
-        raise GrocError("--resume and --force contradict each other; pick one")
-    set_threads(threads)
-    if resume and (config is not None or overrides):
-        raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")
+    check_start(resume, force, config, overrides, threads)
     # The model's settings are the trained run's; a --config (even a run's config.json) gives training settings only.
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides, fixed=("model",))
+    job = TrainJob(dataset=dataset, output_dir=output_dir, lexicon=lexicon, device=device, resume=resume, force=force,
+                   verify=verify, given=S.given(ctx))
     with observers(built["train"].log_every, tensorboard) as progress:
-        summary = finetune_run(run, dataset, output_dir, built["train"], lexicon, device, resume, force,
-                               progress, given=S.given(ctx), verify=verify)
+        summary = run_training(job, built["train"], source_run=run, progress=progress)
     if json_out:
         emit_json(summary)
 

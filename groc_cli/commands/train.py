@@ -8,14 +8,13 @@ from typing import Optional
 import typer
 
 from ..console import emit_json
-from ..runtime import set_threads
 from ..errors import GrocError, SettingError
 from ..models import ModelConfig
-from ..training.api import train_new
+from ..training.api import TrainJob, run_training
 from ..training.loop import TrainConfig
 from . import _settings as S
 from ._inputs import THREADS, VERIFY
-from ._training_flags import COMMON, observers
+from ._training_flags import COMMON, check_start, observers
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -50,16 +49,12 @@ def train(
     """Train an LSTM language model with the chosen output layer; writes weights, config and per-epoch metrics."""
     if old_output is not None:  # -o/--output names a path in every other stage
         raise GrocError(f"--output is now --output-layer (the output layer's kind): use --output-layer {old_output}")
-    if resume and force:
-        raise GrocError("--resume and --force contradict each other; pick one")
-    set_threads(threads)
-    if resume and (config is not None or overrides):
-        raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")
+    check_start(resume, force, config, overrides, threads)
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides)
-    model_config = built["model"]
+    job = TrainJob(dataset=dataset, output_dir=output_dir, lexicon=lexicon, device=device, resume=resume, force=force,
+                   verify=verify, given=S.given(ctx))
     with observers(built["train"].log_every, tensorboard) as progress, S.setting_errors(ctx, SettingError):
-        summary = train_new(dataset, output_dir, model_config, built["train"], lexicon, device, resume, force,
-                            progress, given=S.given(ctx), verify=verify)
+        summary = run_training(job, built["train"], model_config=built["model"], progress=progress)
     if json_out:
         emit_json(summary)
 

@@ -2,6 +2,6 @@
 per-token records, and dumped states (``groc eval``, ``groc dump``)."""
 
 from .perplexity import EvalSettings, evaluate
-from .states import dump_states, open_states
+from .states import DumpSettings, dump_states, open_states
 
-__all__ = ["EvalSettings", "dump_states", "evaluate", "open_states"]
+__all__ = ["DumpSettings", "EvalSettings", "dump_states", "evaluate", "open_states"]

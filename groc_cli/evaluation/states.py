@@ -36,6 +36,8 @@ from ..models import output_layer_class
 from ..runtime import resolve_device
 from ..text.dataset import Dataset, open_dataset
 from ..run_storage import Run
+from ..settings import check_fields, same_as, setting
+from .settings import EvalSettings
 from .stream import Chunk, load_lexicon, load_model, model_chunks
 from .vocab import VOCAB_MODES, EvalVocab, run_eval_vocab
 
@@ -43,32 +45,51 @@ STATES_FORMAT_VERSION = 1
 DTYPES = ("float16", "float32")
 
 
-def dump_states(run_dir: Path, dataset_dir: Path, split: str, out_dir: Path, vocab_mode: str = "model",
-                dtype: str = "float16", checkpoint: str = "best", chunk: int = 256, device: str = "auto",
-                force: bool = False, lexicon: Path | None = None, verify: bool = False) -> dict:
+@dataclass
+class DumpSettings:
+    """What ``groc dump`` writes of a run on a split; its command-line options are generated from
+    these fields (``commands/dump.py``). ``DumpSettings(split="valid", vocab="union")``."""
+
+    split: str = setting(help="Split to dump: train, valid or test.")
+    vocab: str = setting("model", "model or union (as 'groc eval --vocab'); union also stores each position's "
+                         "probability mass on new words (GroC) for --downweight-new.", choices=VOCAB_MODES)
+    dtype: str = setting("float16", "Hidden states as float16 (half the disk; caches then see rounded states) or "
+                         "float32 (same results as 'groc eval' without --states).", choices=DTYPES)
+    checkpoint: str = setting("best", "Which weights of the run: best (lowest validation perplexity) or last.",
+                              choices=("best", "last"))
+    chunk: int = same_as(EvalSettings, "chunk")
+    device: str = same_as(EvalSettings, "device")
+    lexicon: Path | None = setting(None, "GroC: use this lexicon table instead of the run's own (recorded in "
+                                   "meta.json).")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+def dump_states(run_dir: Path, dataset_dir: Path, out_dir: Path, settings: DumpSettings, *, force: bool = False,
+                verify: bool = False) -> dict:
+    """Dump ``settings.split`` of ``dataset_dir`` as the run ``run_dir`` sees it into the states
+    directory ``out_dir`` (``force``: replacing one; ``verify``: every split of the dataset read
+    first); returns the record meta.json holds, with ``output``."""
     started = time.perf_counter()
-    if dtype not in DTYPES:
-        raise GrocError(f"--dtype {dtype!r}: expected float16 or float32")
-    if vocab_mode not in VOCAB_MODES:
-        raise GrocError(f"--vocab {vocab_mode!r}: expected one of {', '.join(VOCAB_MODES)}")
-    if checkpoint not in ("best", "last"):
-        raise GrocError(f"--checkpoint {checkpoint!r}: expected best or last")
-    if chunk < 1:
-        raise GrocError(f"--chunk {chunk}: must be >= 1")
+    s = settings
+    check_fields(s)
+    if s.chunk < 1:
+        raise GrocError(f"--chunk {s.chunk}: must be >= 1")
     run = Run(run_dir)
     dataset = open_dataset(dataset_dir, verify)
-    if not dataset.has_split(split):
+    if not dataset.has_split(s.split):
         have = ", ".join(dataset.manifest["splits"]) or "none"
-        raise GrocError(f"dataset {dataset.path} has no {split} split (it has: {have}); choose another --split")
+        raise GrocError(f"dataset {dataset.path} has no {s.split} split (it has: {have}); choose another --split")
     out_dir = Path(out_dir)
-    with claim_output(out_dir, force, "-o", "states directory", inputs=(run_dir, dataset_dir, lexicon)):
-        return _dump(run, dataset, split, out_dir, vocab_mode, dtype, checkpoint, chunk, device, lexicon, started)
+    with claim_output(out_dir, force, "-o", "states directory", inputs=(run_dir, dataset_dir, s.lexicon)):
+        return _dump(run, dataset, out_dir, s, started)
 
 
-def _dump(run: Run, dataset: Dataset, split: str, out_dir: Path, vocab_mode: str, dtype: str, checkpoint: str,
-          chunk: int, device: str, lexicon: Path | None, started: float) -> dict:
+def _dump(run: Run, dataset: Dataset, out_dir: Path, s: DumpSettings, started: float) -> dict:
+    split, vocab_mode, dtype, checkpoint, lexicon = s.split, s.vocab, s.dtype, s.checkpoint, s.lexicon
     lexicon_table = load_lexicon(lexicon, run.model_config.output)
-    dev = resolve_device(device)
+    dev = resolve_device(s.device)
     _, _, vocab = run_eval_vocab(run, dataset, split, vocab_mode)
     kind = run.model_config.output
     n, dim = len(vocab.targets) - 1, run.model_config.emb
@@ -109,7 +130,7 @@ def _dump(run: Run, dataset: Dataset, split: str, out_dir: Path, vocab_mode: str
     with atomic_dir(out_dir) as tmp, contextlib.ExitStack() as stack:
         arrays = {name: _reserved_memmap(tmp / f"{name}.npy", spec) for name, spec in meta["files"].items()}
         advance = stack.enter_context(progress(f"dump {split}", total=n, unit="tok"))
-        for c in model_chunks(model, vocab, dev, chunk):
+        for c in model_chunks(model, vocab, dev, s.chunk):
             advance(len(c))
             rows = slice(c.start, c.start + len(c))
             arrays["hidden"][rows] = c.hidden

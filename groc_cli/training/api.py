@@ -1,4 +1,5 @@
-"""Training and finetuning as library calls; the `train`/`finetune` commands only parse flags."""
+"""Training as one library call, ``run_training(job, train_config, ...)``, that starts from a new
+model (``groc train``) or from a trained run (``groc finetune``); the commands only parse flags."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -63,124 +64,201 @@ def _param_report(model) -> int:
     return n
 
 
-def train_new(dataset_dir: Path, run_dir: Path, model_config: ModelConfig, train_config: TrainConfig,
-              lexicon_path: Path | None, device_name: str, resume: bool, force: bool, progress,
-              given: dict | None = None, verify: bool = False) -> dict:
-    """Train a new run (or resume one). `given` maps the settings the user gave explicitly to the
-    flag that gave them, so that --resume can refuse those that differ from the run's."""
-    with _run_lock(run_dir):
-        return _train_new(dataset_dir, Path(run_dir), model_config, train_config, lexicon_path, device_name, resume,
-                          force, progress, given or {}, verify)
+@dataclass(kw_only=True)
+class TrainJob:
+    """What a training job reads and where it writes, besides its model and training settings
+    (``ModelConfig``, ``TrainConfig``): the same for a new run (``groc train``) and a finetuned
+    one (``groc finetune``).
+
+    dataset: the dataset directory whose train split is trained on (its valid split, if any,
+    picks the best checkpoint); output_dir: the run directory to create, or to continue with
+    ``resume``; lexicon: the lexicon table an output layer that reads one trains with (a
+    finetuned run's default: its source run's copy); device: auto, cpu, cuda or cuda:N;
+    force: replace an existing run in output_dir once the new one is complete; verify: read
+    every split of the dataset before any work; given: the settings the user gave explicitly,
+    each with the flag (or name) that gave it, so that ``resume`` refuses those that differ
+    from the run's instead of dropping them silently."""
+
+    dataset: Path
+    output_dir: Path
+    lexicon: Path | None = None
+    device: str = "auto"
+    resume: bool = False
+    force: bool = False
+    verify: bool = False
+    given: dict[str, str] = field(default_factory=dict)
 
 
-def _train_new(dataset_dir, run_dir, model_config, train_config, lexicon_path, device_name, resume, force, progress,
-               given, verify) -> dict:
-    device = resolve_device(device_name)
+def run_training(job: TrainJob, train_config: TrainConfig, *, model_config: ModelConfig | None = None,
+                 source_run: Path | None = None, progress=None) -> dict:
+    """Train a run and return its summary: a new model built from ``model_config`` (``groc
+    train``), or the trained run ``source_run`` continued on the job's dataset with the union of
+    its vocabulary and the dataset's (``groc finetune``; paper 5.1). Everything else (the device,
+    the dataset's checks, --resume and --force, the lexicon, seeding, the run directory and the
+    training loop) is the same job either way."""
+    if (model_config is None) == (source_run is None):
+        raise TypeError("run_training takes model_config (a new model) or source_run (a trained run), not both")
+    start = _NewModel(model_config) if source_run is None else _FromRun(Path(source_run))
+    with _run_lock(job.output_dir):
+        return _run(job, train_config, start, progress)
+
+
+def _run(job: TrainJob, train_config: TrainConfig, start, progress) -> dict:
+    device = resolve_device(job.device)
     tune_allocator()
     rank, world, device = init_distributed(device)
-    dataset = open_dataset(dataset_dir, verify)
+    start.open()
+    dataset = open_dataset(job.dataset, job.verify)
     if not dataset.has_split("train") or dataset.vocab_size == 0:
-        raise GrocError(f"dataset {dataset_dir} has no train split; prepare it with --train")
-    run_dir = Path(run_dir)
-    if resume:
+        raise GrocError(f"dataset {job.dataset} has no train split; {start.prepare_hint}")
+    run_dir = Path(job.output_dir)
+    inputs = (*start.inputs, job.dataset, job.lexicon)
+    lexicon_path = job.lexicon
+    if job.resume:
         run = Run(run_dir)
         if run.dataset_checksum != dataset.checksum:
-            raise GrocError(f"--resume: run {run_dir} was trained on another dataset (checksum differs from {dataset_dir})")
-        _check_resumed_settings(run.config, model_config=model_config, train_config=train_config, given=given)
-        model_config = run.model_config
+            raise GrocError(start.other_dataset(run_dir, job.dataset))
+        start.resume(run, train_config, job.given)
         train_config = TrainConfig.from_dict({**run.config["train"], **_budget_overrides(train_config)})
-        lexicon_path = _resumed_lexicon(run, lexicon_path)
+        lexicon_path = start.resumed_lexicon(run, lexicon_path)
     else:
-        check_new_run_dir(run_dir, force, rank, inputs=(dataset_dir, lexicon_path))
-    vocab = dataset.vocab
-    try:  # a setting that cannot serve this vocabulary (adaptive's cutoffs)
-        layer = output_layer_class(model_config.output)
-        layer.check_vocab_size(model_config, len(vocab), f"the vocabulary of {dataset_dir}")
-    except ValueError as exc:
-        raise SettingError(str(exc)) from None
-    lexicon = check_lexicon(lexicon_path, vocab, model_config.output)
-    train = model_ids(vocab, dataset, "train")
-    counts = token_counts(train, len(vocab))
-    valid = model_ids(vocab, dataset, "valid") if dataset.has_split("valid") else None
-    if valid is None:
-        log("warning: the dataset has no valid split; the schedule and best checkpoint follow the training loss")
-    seed_everything(train_config.seed, train_config.deterministic)
-    model = build_model(model_config, vocab, lexicon=lexicon, counts=counts).to(device)
-    saved = load_checkpoint(model, run_dir / "last") if resume else None
-    if world > 1:
-        for p in model.parameters():
-            dist.broadcast(p.data, 0)
+        check_new_run_dir(run_dir, job.force, rank, inputs=inputs)
+    model, words, counts, train, valid = start.build(dataset, job.dataset, lexicon_path, train_config, device)
+    saved = load_checkpoint(model, run_dir / "last") if job.resume else None
+    start.loaded(model, world, job.dataset, words)
     n_params = _param_report(model)
-    config = {
-        "format": RUN_FORMAT, "format_version": RUN_FORMAT_VERSION, "groc_version": __version__,
-        "stage": "train", "model": model_config.to_dict(), "train": asdict(train_config),
-        "dataset": {"path": str(dataset_dir), "checksum": dataset.checksum, "vocab_size": dataset.vocab_size},
-        "lexicon": {"sha256": sha256_file(lexicon_path)} if lexicon is not None else None,
-        "parameters": n_params, "world_size": world, "device": str(device.type),
-        "environment": environment(str(device), lexicon_path if lexicon is not None else None),
-    }
-    with run_output(run_dir, resume, force, rank, inputs=(dataset_dir, lexicon_path)) as target:
-        if rank == 0 and not resume:
-            write_vocab(target, vocab, counts)
-            if lexicon is not None:
-                copy_lexicon(lexicon_path, target)
-            write_json(config, target / "config.json")
-        return _fit(model, train, valid, train_config, target, device, rank, world, saved, progress, config, run_dir)
-
-
-def finetune(run_src: Path, dataset_dir: Path, run_dir: Path, train_config: TrainConfig, lexicon_path: Path | None,
-             device_name: str, resume: bool, force: bool, progress, given: dict | None = None, verify: bool = False) -> dict:
-    """Continue training on a target domain; the vocabulary becomes the union of the model's and the new data's."""
-    with _run_lock(run_dir):
-        return _finetune(run_src, dataset_dir, Path(run_dir), train_config, lexicon_path, device_name, resume, force,
-                         progress, given or {}, verify)
-
-
-def _finetune(run_src, dataset_dir, run_dir, train_config, lexicon_path, device_name, resume, force, progress,
-              given, verify) -> dict:
-    device = resolve_device(device_name)
-    tune_allocator()
-    rank, world, device = init_distributed(device)
-    source = Run(run_src)
-    dataset = open_dataset(dataset_dir, verify)
-    if not dataset.has_split("train") or dataset.vocab_size == 0:
-        raise GrocError(f"dataset {dataset_dir} has no train split; prepare the target-domain data with --train")
-    run_dir = Path(run_dir)
-    if resume:
-        run = Run(run_dir)
-        if run.dataset_checksum != dataset.checksum:
-            raise GrocError(f"--resume: run {run_dir} was finetuned on another dataset")
-        _check_resumed_settings(run.config, train_config=train_config, given=given)
-        train_config = TrainConfig.from_dict({**run.config["train"], **_budget_overrides(train_config)})
-    else:
-        check_new_run_dir(run_dir, force, rank, inputs=(run_src, dataset_dir, lexicon_path))
-    lexicon = check_lexicon(lexicon_path, [], source.model_config.output) if lexicon_path else source.read_lexicon()
-    seed_everything(train_config.seed, train_config.deterministic)
-    model, old_words, old_counts = source.build("best", lexicon=lexicon, device="cpu")
-    old = set(old_words)
-    new_words = [w for w in dataset.vocab if w not in old]
-    words = old_words + new_words
-    train = model_ids(words, dataset, "train")
-    counts = token_counts(train, len(words))
-    model.set_vocab(words, counts, generator=torch.Generator().manual_seed(train_config.seed))
-    model = model.to(device)
-    saved = load_checkpoint(model, run_dir / "last") if resume else None
-    log(f"finetuning {run_src} on {dataset_dir}: vocabulary {len(old_words):,} + {len(new_words):,} new = {len(words):,}")
-    n_params = _param_report(model)
-    valid = model_ids(words, dataset, "valid") if dataset.has_split("valid") else None
-    config = {**source.config, "stage": "finetune", "train": asdict(train_config),
-              "dataset": {"path": str(dataset_dir), "checksum": dataset.checksum, "vocab_size": dataset.vocab_size},
-              "finetuned_from": {"path": str(run_src), "model_sha256": source.model_checksum("best"),
-                                 "dataset": source.config["dataset"]},
-              "parameters": n_params, "world_size": world, "device": str(device.type),
-              "environment": environment(str(device), lexicon_path or source.lexicon_path)}
-    with run_output(run_dir, resume, force, rank, inputs=(run_src, dataset_dir, lexicon_path)) as target:
-        if rank == 0 and not resume:
+    config = start.record(dataset, job.dataset, train_config, lexicon_path, n_params, world, device)
+    with run_output(run_dir, job.resume, job.force, rank, inputs=inputs) as target:
+        if rank == 0 and not job.resume:
             write_vocab(target, words, counts)
-            if source.lexicon_path is not None:
-                copy_lexicon(lexicon_path or source.lexicon_path, target)
+            if start.lexicon_copy is not None:
+                copy_lexicon(start.lexicon_copy, target)
             write_json(config, target / "config.json")
         return _fit(model, train, valid, train_config, target, device, rank, world, saved, progress, config, run_dir)
+
+
+def _dataset_record(dataset, dataset_dir: Path) -> dict:
+    return {"path": str(dataset_dir), "checksum": dataset.checksum, "vocab_size": dataset.vocab_size}
+
+
+class _NewModel:
+    """The first way to start a job: a new model from its settings, over the dataset's vocabulary."""
+
+    prepare_hint = "prepare it with --train"
+    inputs: tuple = ()
+
+    def __init__(self, model_config: ModelConfig):
+        self.model_config = model_config
+        self.lexicon_copy: Path | None = None
+
+    def open(self) -> None:
+        pass
+
+    @staticmethod
+    def other_dataset(run_dir: Path, dataset_dir: Path) -> str:
+        return f"--resume: run {run_dir} was trained on another dataset (checksum differs from {dataset_dir})"
+
+    def resume(self, run: Run, train_config: TrainConfig, given: dict) -> None:
+        """The run's own model settings; those given that differ from the run's are refused."""
+        _check_resumed_settings(run.config, model_config=self.model_config, train_config=train_config, given=given)
+        self.model_config = run.model_config
+
+    @staticmethod
+    def resumed_lexicon(run: Run, lexicon_path: Path | None) -> Path | None:
+        return _resumed_lexicon(run, lexicon_path)
+
+    def build(self, dataset, dataset_dir: Path, lexicon_path: Path | None, train_config: TrainConfig, device):
+        vocab = dataset.vocab
+        try:  # a setting that cannot serve this vocabulary (adaptive's cutoffs)
+            layer = output_layer_class(self.model_config.output)
+            layer.check_vocab_size(self.model_config, len(vocab), f"the vocabulary of {dataset_dir}")
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+        self.lexicon = check_lexicon(lexicon_path, vocab, self.model_config.output)
+        self.lexicon_copy = lexicon_path if self.lexicon is not None else None
+        train = model_ids(vocab, dataset, "train")
+        counts = token_counts(train, len(vocab))
+        valid = model_ids(vocab, dataset, "valid") if dataset.has_split("valid") else None
+        if valid is None:
+            log("warning: the dataset has no valid split; the schedule and best checkpoint follow the training loss")
+        seed_everything(train_config.seed, train_config.deterministic)
+        model = build_model(self.model_config, vocab, lexicon=self.lexicon, counts=counts).to(device)
+        return model, vocab, counts, train, valid
+
+    def loaded(self, model, world: int, dataset_dir: Path, words: list[str]) -> None:
+        if world > 1:  # every process starts from rank 0's weights
+            for p in model.parameters():
+                dist.broadcast(p.data, 0)
+
+    def record(self, dataset, dataset_dir: Path, train_config: TrainConfig, lexicon_path: Path | None, n_params: int,
+               world: int, device) -> dict:
+        return {
+            "format": RUN_FORMAT, "format_version": RUN_FORMAT_VERSION, "groc_version": __version__,
+            "stage": "train", "model": self.model_config.to_dict(), "train": asdict(train_config),
+            "dataset": _dataset_record(dataset, dataset_dir),
+            "lexicon": {"sha256": sha256_file(lexicon_path)} if self.lexicon is not None else None,
+            "parameters": n_params, "world_size": world, "device": str(device.type),
+            "environment": environment(str(device), self.lexicon_copy),
+        }
+
+
+class _FromRun:
+    """The second way to start a job: a trained run's best weights, whose vocabulary becomes the
+    union of its own and the dataset's (new words are composed by GroC, random rows elsewhere)."""
+
+    prepare_hint = "prepare the target-domain data with --train"
+
+    def __init__(self, source_dir: Path):
+        self.source_dir = source_dir
+        self.inputs = (source_dir,)
+
+    def open(self) -> None:
+        self.source = Run(self.source_dir)
+        self.lexicon_copy = self.source.lexicon_path
+
+    @staticmethod
+    def other_dataset(run_dir: Path, dataset_dir: Path) -> str:
+        return f"--resume: run {run_dir} was finetuned on another dataset"
+
+    @staticmethod
+    def resume(run: Run, train_config: TrainConfig, given: dict) -> None:
+        """The training settings given that differ from the run's are refused (the model's are the source run's)."""
+        _check_resumed_settings(run.config, train_config=train_config, given=given)
+
+    @staticmethod
+    def resumed_lexicon(run: Run, lexicon_path: Path | None) -> Path | None:
+        return lexicon_path  # the given one, or the source run's
+
+    def build(self, dataset, dataset_dir: Path, lexicon_path: Path | None, train_config: TrainConfig, device):
+        source = self.source
+        lexicon = check_lexicon(lexicon_path, [], source.model_config.output) if lexicon_path else source.read_lexicon()
+        if self.lexicon_copy is not None:
+            self.lexicon_copy = lexicon_path or self.lexicon_copy
+        seed_everything(train_config.seed, train_config.deterministic)
+        model, old_words, _ = source.build("best", lexicon=lexicon, device="cpu")
+        old = set(old_words)
+        self.new_words = [w for w in dataset.vocab if w not in old]
+        words = old_words + self.new_words
+        train = model_ids(words, dataset, "train")
+        counts = token_counts(train, len(words))
+        model.set_vocab(words, counts, generator=torch.Generator().manual_seed(train_config.seed))
+        valid = model_ids(words, dataset, "valid") if dataset.has_split("valid") else None
+        return model.to(device), words, counts, train, valid
+
+    def loaded(self, model, world: int, dataset_dir: Path, words: list[str]) -> None:
+        old = len(words) - len(self.new_words)
+        log(f"finetuning {self.source_dir} on {dataset_dir}: vocabulary {old:,} + {len(self.new_words):,} new = "
+            f"{len(words):,}")
+
+    def record(self, dataset, dataset_dir: Path, train_config: TrainConfig, lexicon_path: Path | None, n_params: int,
+               world: int, device) -> dict:
+        source = self.source
+        return {**source.config, "stage": "finetune", "train": asdict(train_config),
+                "dataset": _dataset_record(dataset, dataset_dir),
+                "finetuned_from": {"path": str(self.source_dir), "model_sha256": source.model_checksum("best"),
+                                   "dataset": source.config["dataset"]},
+                "parameters": n_params, "world_size": world, "device": str(device.type),
+                "environment": environment(str(device), lexicon_path or source.lexicon_path)}
 
 
 # Settings a --resume may change: the budgets, and how often it reports.

@@ -8,7 +8,7 @@ import pytest
 
 from groc_cli.errors import GrocError
 from groc_cli.evaluation.perplexity import EvalSettings, evaluate
-from groc_cli.evaluation.states import dump_states
+from groc_cli.evaluation.states import DumpSettings, dump_states
 from tests.evaluation.conftest import groc1
 
 
@@ -33,7 +33,7 @@ def test_dump_then_eval_states_matches_live_eval(runs, tmp_path):
 
 def test_union_states_keep_the_new_word_mass(runs, tmp_path):
     states = tmp_path / "union"
-    dump_states(runs / "groc", runs / "wiki", "valid", states, vocab_mode="union", device="cpu")
+    dump_states(runs / "groc", runs / "wiki", states, DumpSettings(split="valid", vocab="union", device="cpu"))
     assert (states / "new_mass.npy").exists() and np.load(states / "hidden.npy").dtype == np.float16
     settings = dict(split="valid", vocab="union", downweight_new=0.5, device="cpu")
     live = evaluate(runs / "groc", runs / "wiki", EvalSettings(**settings))
@@ -44,7 +44,7 @@ def test_union_states_keep_the_new_word_mass(runs, tmp_path):
 
 def test_states_from_other_weights_or_data_are_refused(runs, tmp_path):
     states = tmp_path / "st"
-    dump_states(runs / "tied", runs / "a", "valid", states, device="cpu")
+    dump_states(runs / "tied", runs / "a", states, DumpSettings(split="valid", device="cpu"))
     with pytest.raises(GrocError, match="other weights"):
         evaluate(runs / "groc", runs / "a", EvalSettings(split="valid", device="cpu"), states_dir=states)
     with pytest.raises(GrocError, match="another dataset"):
@@ -52,6 +52,6 @@ def test_states_from_other_weights_or_data_are_refused(runs, tmp_path):
     with pytest.raises(GrocError, match="--vocab"):
         evaluate(runs / "tied", runs / "a", EvalSettings(split="valid", vocab="union", device="cpu"), states_dir=states)
     with pytest.raises(GrocError, match="already exists"):
-        dump_states(runs / "tied", runs / "a", "valid", states, device="cpu")
+        dump_states(runs / "tied", runs / "a", states, DumpSettings(split="valid", device="cpu"))
     r = groc1("dump", runs / "tied", runs / "a", "--split", "test", "-o", tmp_path / "nope")
     assert r.returncode != 0 and "no test split" in r.stderr.decode() and not (tmp_path / "nope").exists()

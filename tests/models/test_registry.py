@@ -116,7 +116,7 @@ def _dataset(root: Path, name: str, words: list[str], unseen: list[str], seed: i
 def test_a_new_output_layer_needs_nothing_in_training_or_evaluation(scaled_tied, tmp_path):
     from groc_cli import load_run
     from groc_cli.evaluation.perplexity import EvalSettings, evaluate
-    from groc_cli.training.api import finetune, train_new
+    from groc_cli.training.api import TrainJob, run_training
     from groc_cli.training.loop import TrainConfig
     from groc_cli.run_storage import Run
 
@@ -129,7 +129,7 @@ def test_a_new_output_layer_needs_nothing_in_training_or_evaluation(scaled_tied,
     data = _dataset(tmp_path, "data", words, ["zebra", "quokka"], seed=0)
     train = TrainConfig(batch_size=4, eval_batch_size=4, bptt=8, max_epochs=2, seed=3, log_every=1000)
 
-    summary = train_new(data, tmp_path / "run", config, train, None, "cpu", False, False, None)
+    summary = run_training(TrainJob(dataset=data, output_dir=tmp_path / "run", device="cpu"), train, model_config=config)
     assert summary["epochs"] == 2 and math.isfinite(summary["best_valid_ppl"])
     run = Run(tmp_path / "run")
     assert run.model_config == config and run.read_lexicon() is None  # its own setting saved and read back
@@ -150,8 +150,8 @@ def test_a_new_output_layer_needs_nothing_in_training_or_evaluation(scaled_tied,
     assert all(math.isfinite(s.log_prob) for s in scores)
 
     target = _dataset(tmp_path, "target", words + ["yak", "emu"], [], seed=1)
-    finetune(tmp_path / "run", target, tmp_path / "tuned", TrainConfig(batch_size=4, eval_batch_size=4, bptt=8,
-             max_epochs=1, seed=3), None, "cpu", False, False, None)
+    run_training(TrainJob(dataset=target, output_dir=tmp_path / "tuned", device="cpu"),
+                 TrainConfig(batch_size=4, eval_batch_size=4, bptt=8, max_epochs=1, seed=3), source_run=tmp_path / "run")
     tuned, tuned_vocab, _ = Run(tmp_path / "tuned").build("best")
     assert {"yak", "emu"} <= set(tuned_vocab) and tuned.output_layer.embedding.size(0) == len(tuned_vocab)
     assert math.isfinite(evaluate(tmp_path / "tuned", target, EvalSettings(split="test", device="cpu"))["perplexity"])

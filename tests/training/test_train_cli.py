@@ -1,5 +1,6 @@
 """`groc train` / `groc finetune` through the real CLI on slices of PTB, with tiny models."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -233,3 +234,38 @@ def test_a_damaged_checkpoint_is_a_one_line_error(tmp_path):
     model = build_model(ModelConfig(output="tied", emb=8, hidden=12), ["<unk>", "<eos>", "a"])
     with pytest.raises(GrocError, match="not a readable checkpoint"):
         load_weights(model, tmp_path / "best")
+
+
+def test_train_and_finetune_are_one_job_with_two_starts(tiny, data_dir, tmp_path):
+    """`train` and `finetune` are one library job, `run_training`, started from a new model or from
+    a trained run: the same checks refuse the same mistakes before any work, and --resume extends
+    either run's budget."""
+    from groc_cli.errors import GrocError
+    from groc_cli.models import ModelConfig
+    from groc_cli.training.api import TrainJob, run_training
+    from groc_cli.training.loop import TrainConfig
+
+    config = TrainConfig(batch_size=4, eval_batch_size=4, bptt=12, seed=3, max_tokens=150, log_every=1000)
+    run_groc("prepare", "--test", data_dir / "ptb" / "ptb.valid.txt", "-o", tmp_path / "test-only", check=True)
+    new, tuned = tmp_path / "new", tmp_path / "tuned"
+    starts = {new: (tiny / "a", dict(model_config=ModelConfig(output="tied", emb=16, hidden=24))),
+              tuned: (tiny / "b", dict(source_run=new))}
+    for run, (data, start) in starts.items():
+        summary = run_training(TrainJob(dataset=data, output_dir=run, device="cpu"), config, **start)
+        assert summary["run"] == str(run) and summary["tokens"] >= 150
+    recorded = json.loads((tuned / "config.json").read_text())
+    assert recorded["stage"] == "finetune" and recorded["finetuned_from"]["path"] == str(new)
+    assert json.loads((new / "config.json").read_text())["stage"] == "train"
+    for run, (data, start) in starts.items():
+        with pytest.raises(GrocError, match="already exists; pass --resume to continue it or --force"):
+            run_training(TrainJob(dataset=data, output_dir=run, device="cpu"), config, **start)
+        with pytest.raises(GrocError, match="has no train split"):
+            run_training(TrainJob(dataset=tmp_path / "test-only", output_dir=tmp_path / "x", device="cpu"), config, **start)
+        with pytest.raises(GrocError, match="on another dataset"):
+            run_training(TrainJob(dataset=tiny / ("b" if data.name == "a" else "a"), output_dir=run, device="cpu",
+                                  resume=True), config, **start)
+        longer = TrainConfig(**{**dataclasses.asdict(config), "max_tokens": 300})
+        summary = run_training(TrainJob(dataset=data, output_dir=run, device="cpu", resume=True), longer, **start)
+        assert summary["tokens"] >= 300 and pq.read_table(run / "metrics.parquet").num_rows >= 1
+    with pytest.raises(TypeError, match="not both"):
+        run_training(TrainJob(dataset=tiny / "a", output_dir=tmp_path / "y"), config)
