@@ -11,52 +11,37 @@ from rich.markup import escape
 
 from groc_cli.cli import command as click_command
 from groc_cli.commands import SUMMARIES
+from groc_cli.evaluation.compare import CompareSettings
+from groc_cli.evaluation.settings import EvalSettings, option_help
+from groc_cli.generation import GenerateSettings
+from groc_cli.lexicon.extract import LexiconSettings
+from groc_cli.models import ModelConfig
+from groc_cli.scoring import ScoreSettings
 from groc_cli.settings import cli_fields, default_of, flag_of, help_of, meta
+from groc_cli.text.prepare import PrepareSettings
+from groc_cli.text.tokenizer import TokenizeSettings
+from groc_cli.training.loop import TrainConfig
 from tests.conftest import REPO
 
 
-def _classes(name: str):
-    """The settings classes of stage ``name``, with the defaults and helps its command gives some
-    fields instead of theirs (finetune's 3 epochs; eval's --cache and --grid, which list the
-    registered caches)."""
-    if name == "tokenize":
-        from groc_cli.text.tokenizer import TokenizeSettings
-        return (TokenizeSettings,), {}, {}
-    if name == "prepare":
-        from groc_cli.text.prepare import PrepareSettings
-        return (PrepareSettings,), {}, {}
-    if name == "lexicon":
-        from groc_cli.lexicon.extract import LexiconSettings
-        return (LexiconSettings,), {}, {}
-    if name == "train":
-        from groc_cli.models import ModelConfig
-        from groc_cli.training.loop import TrainConfig
-        return (ModelConfig, TrainConfig), {}, {}
-    if name == "finetune":
-        from groc_cli.training.loop import TrainConfig
-        return (TrainConfig,), {"max_epochs": 3}, {"max_epochs": "Epochs on the target domain (paper 5.1: 3)."}
-    if name == "eval":
-        from groc_cli.evaluation.settings import EvalSettings, option_help
-        return (EvalSettings,), {}, option_help()
-    if name == "score":
-        from groc_cli.scoring import ScoreSettings
-        return (ScoreSettings,), {}, {}
-    if name == "generate":
-        from groc_cli.generation import GenerateSettings
-        return (GenerateSettings,), {}, {}
-    if name == "compare":
-        from groc_cli.evaluation.compare import CompareSettings
-        return (CompareSettings,), {}, {}
-    raise KeyError(name)
-
-
-#: Each stage's command function (in groc_cli/commands/<stage>.py).
-STAGES = {"tokenize": "tokenize", "prepare": "prepare", "lexicon": "lexicon", "train": "train",
-          "finetune": "finetune", "eval": "eval_command", "score": "score", "generate": "generate",
-          "compare": "compare_command"}
-#: Stages whose settings class is on its way: one line each, moved to STAGES and _classes when it lands.
+#: Each stage: its command function (in groc_cli/commands/<stage>.py), its settings classes, and the
+#: defaults and helps its command gives some fields instead of theirs (finetune's 3 epochs; eval's
+#: --cache and --grid, which list the registered caches).
+STAGES = {
+    "tokenize": ("tokenize", (TokenizeSettings,), {}, {}),
+    "prepare": ("prepare", (PrepareSettings,), {}, {}),
+    "lexicon": ("lexicon", (LexiconSettings,), {}, {}),
+    "train": ("train", (ModelConfig, TrainConfig), {}, {}),
+    "finetune": ("finetune", (TrainConfig,), {"max_epochs": 3},
+                 {"max_epochs": "Epochs on the target domain (paper 5.1: 3)."}),
+    "eval": ("eval_command", (EvalSettings,), {}, option_help()),
+    "score": ("score", (ScoreSettings,), {}, {}),
+    "generate": ("generate", (GenerateSettings,), {}, {}),
+    "compare": ("compare_command", (CompareSettings,), {}, {}),
+}
+#: Stages whose settings class is on its way: one line each, moved to STAGES when it lands.
 PENDING = {"dump": "dump's settings class (DumpSettings) is pending in branch `jobs` (issue 32); when it lands, "
-                   "add dump to STAGES and _classes here"}
+                   "add dump's line to STAGES"}
 #: Commands that are not stages, and why they have no settings class.
 EXEMPT = {
     "runs": "a view of finished runs (table, JSON or CSV): its options choose the presentation, and no artifact or "
@@ -69,8 +54,7 @@ EXEMPT = {
 def test_every_command_is_a_stage_with_settings_or_says_why_not():
     assert set(STAGES).isdisjoint(PENDING) and set(STAGES).isdisjoint(EXEMPT) and set(PENDING).isdisjoint(EXEMPT)
     assert set(SUMMARIES) == set(STAGES) | set(PENDING) | set(EXEMPT)
-    for name in STAGES:
-        classes, _, _ = _classes(name)
+    for name, (_, classes, _, _) in STAGES.items():
         assert classes and all(dataclasses.is_dataclass(c) and cli_fields(c) for c in classes), name
 
 
@@ -83,7 +67,7 @@ def _shown(f: dataclasses.Field, default):
 def test_every_option_of_a_stage_is_its_field(name):
     if name in PENDING:
         pytest.skip(PENDING[name])
-    classes, defaults, helps = _classes(name)
+    _, classes, defaults, helps = STAGES[name]
     options = {p.name: p for p in click_command(name).params}
     for cls in classes:
         for f in cli_fields(cls):
@@ -104,9 +88,9 @@ def test_every_option_of_a_stage_is_its_field(name):
 @pytest.mark.parametrize("name", STAGES)
 def test_no_command_declares_a_setting_by_hand(name):
     """The command function names no setting of its stage as a parameter: its options are generated."""
-    classes, _, _ = _classes(name)
+    function, classes, _, _ = STAGES[name]
     tree = ast.parse((REPO / "groc_cli" / "commands" / f"{name}.py").read_text())
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == STAGES[name])
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
     params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
     assert params & {f.name for cls in classes for f in cli_fields(cls)} == set(), name
 
