@@ -24,20 +24,21 @@ from .formats import RUN_FORMAT
 MISSING = dataclasses.MISSING
 
 
-def setting(default: Any = MISSING, help: str = "", *, flag: str | None = None, negation: bool = True,
-            choices: tuple | None = None, low: float | None = None, high: float | None = None,
+def setting(default: Any = MISSING, help: str = "", *, flag: str | None = None, short: str | None = None,
+            negation: bool | str = True, choices: tuple | None = None, low: float | None = None, high: float | None = None,
             low_open: bool = False, high_open: bool = False, parse: Callable[[str], Any] | None = None,
             default_factory: Callable[[], Any] | None = None, cli: bool = True,
             check: Callable[[Any], Any] | None = None) -> Any:
     """A dataclass field with what the command line and validation need to know about it.
 
-    flag: the option's name (default `--` + the field name with dashes); negation: booleans
-    get `--x/--no-x` (else a plain switch); choices: allowed values; low/high: bounds
+    flag: the option's name (default `--` + the field name with dashes); short: a one-letter
+    alias (`-j`); negation: booleans get `--x/--no-x`, or `--x/` + the flag it names
+    (`"--keep-case"`), or (False) a plain switch; choices: allowed values; low/high: bounds
     (`*_open`: strict); parse: turns the option's text into the value (e.g. "2k,7k" into
     [2000, 7000]); cli False: settable from a config file only; check: takes a value that is
     not None and returns it as the field keeps it (JSON's lists back into tuples), or raises
     ValueError("must be ...") without the name, which `check_fields` puts first."""
-    meta = {"help": help, "flag": flag, "negation": negation, "choices": choices, "low": low, "high": high,
+    meta = {"help": help, "flag": flag, "short": short, "negation": negation, "choices": choices, "low": low, "high": high,
             "low_open": low_open, "high_open": high_open, "parse": parse, "cli": cli, "check": check}
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata={"groc": meta})

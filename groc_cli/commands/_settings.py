@@ -16,10 +16,13 @@ from .. import settings as S
 from ..errors import GrocError, SettingError
 
 
-def with_settings(*classes: type, defaults: dict | None = None, helps: dict | None = None, skip: tuple = ()):
+def with_settings(*classes: type, defaults: dict | None = None, helps: dict | None = None, skip: tuple = (),
+                  after: str | None = None):
     """Decorate a command function: one typer option per command-line field of each class, after
-    the function's own parameters; the command receives them as keyword arguments. `defaults`
-    and `helps` replace a field's default or help for this command (finetune's 3 epochs)."""
+    the function's own parameters (or after its parameter ``after``, its input and output paths,
+    for --help to list the settings before --force and --json); the command receives them as
+    keyword arguments. `defaults` and `helps` replace a field's default or help for this command
+    (finetune's 3 epochs)."""
     defaults, helps = defaults or {}, helps or {}
 
     def decorate(fn):
@@ -33,7 +36,9 @@ def with_settings(*classes: type, defaults: dict | None = None, helps: dict | No
                     continue
                 generated.append(_parameter(f, hints[f.name], defaults.get(f.name, S.default_of(f)),
                                             helps.get(f.name, S.help_of(cls, f))))
-        fn.__signature__ = signature.replace(parameters=own + generated)
+        at = len(own) if after is None else [p.name for p in own].index(after) + 1
+        rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]
+        fn.__signature__ = signature.replace(parameters=own[:at] + generated + rest)
         fn.__annotations__ = {**fn.__annotations__, **{p.name: p.annotation for p in generated}}
         return fn
 
@@ -54,13 +59,18 @@ def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str) -> insp
         option = typer.Option(shown, flag, help=help)
     elif hint is bool or hint == Optional[bool]:
         annotation = bool
-        decls = (f"{flag}/--no-{flag[2:]}",) if m["negation"] else (flag,)
-        option = typer.Option(default, *decls, help=help)
+        negation = m["negation"] if isinstance(m["negation"], str) else f"--no-{flag[2:]}"
+        decls = (f"{flag}/{negation}",) if m["negation"] else (flag,)
+        option = typer.Option(default, *decls, *_short(m), help=help)
     else:
         annotation = hint
         choices = f" One of: {', '.join(m['choices'])}." if m["choices"] else ""
-        option = typer.Option(default, flag, help=help + choices)
+        option = typer.Option(default, flag, *_short(m), help=help + choices)
     return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+
+
+def _short(m: dict) -> tuple[str, ...]:
+    return (m["short"],) if m.get("short") else ()
 
 
 def cache_parameters(kinds) -> list[inspect.Parameter]:

@@ -9,6 +9,8 @@ loss_B − loss_A (nats per word, loss = −log p): negative means B predicts th
 
 from __future__ import annotations
 
+import contextlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..artifacts import read_metadata
+from ..artifacts import atomic_path, claim_output, provenance, read_metadata, write_parquet
+from ..console import err, log
 from ..errors import GrocError
+from ..settings import check_fields, setting
 
 # Lower edges of the frequency bins. The paper's text names "words occurring 1–50 times"
 # as a bin and Figure 3 runs from rare to frequent words; we read its intervals as
@@ -40,6 +44,40 @@ def parse_bins(text: str) -> tuple[int, ...]:
     if not edges or edges[0] < 1 or any(b <= a for a, b in zip(edges, edges[1:])):
         raise GrocError(hint)
     return edges
+
+
+def _bins(text: str) -> str:
+    parse_bins(text)  # refused here, before either file is read
+    return text
+
+
+def _names(text: str) -> str:
+    if len(text.split(",")) != 2:
+        raise ValueError(f"{text!r}: give two names separated by a comma, e.g. --names tied,groc")
+    return text
+
+
+@dataclass
+class CompareSettings:
+    """How ``groc compare`` bins and names the two evaluations; the command-line options are
+    generated from these fields."""
+
+    bins: str = setting(",".join(map(str, DEFAULT_EDGES)), "Lower edges of the training-frequency bins: [1,50), "
+                        "[50,100), ..., [5000,∞) by default; unseen words (frequency 0) always form their own bin.",
+                        check=_bins)
+    column: str = setting("final", "final: log-probability after any cache (final_logp); model: before it "
+                          "(model_logp).", choices=tuple(COLUMNS))
+    freq_from: str = setting("a", "Bin by the training frequencies recorded in A (default, the baseline) or in B; "
+                             "they differ when the runs were trained on different data.", choices=("a", "b"))
+    names: str | None = setting(None, "A,B: names for the table and plot (default: the run directories' names).",
+                                check=_names)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    @property
+    def edges(self) -> tuple[int, ...]:
+        return parse_bins(self.bins)
 
 
 @dataclass(frozen=True)
@@ -185,3 +223,75 @@ def rows_table(rows: list[dict]) -> pa.Table:
                         ("types", pa.int64()), ("median_diff", pa.float64()), ("mean_diff", pa.float64()),
                         ("ppl_a", pa.float64()), ("ppl_b", pa.float64())])
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _name(described: dict) -> str:
+    return Path(described["run"]).name if described.get("run") else Path(described["path"]).stem
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no inf/nan (jq rejects them); a zero-probability word makes a loss infinite
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _fmt(value, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def print_table(result: dict, name_a: str, name_b: str) -> None:
+    """The bins and the overall row as a table on stderr."""
+    from rich.table import Table
+
+    table = Table(title=f"B = {name_b} vs A = {name_a}: loss(B) − loss(A) by training frequency in {name_a if result['freq_from'] == 'a' else name_b}",
+                  title_justify="left")
+    for header in ("bin", "words", "types", "median Δ", "mean Δ", "ppl A", "ppl B"):
+        table.add_column(header, justify="left" if header == "bin" else "right")
+    for row in result["bins"] + [result["overall"]]:
+        table.add_row(row["bin"], f"{row['words']:,}", f"{row['types']:,}", _fmt(row["median_diff"], "+.4f"),
+                      _fmt(row["mean_diff"], "+.4f"), _fmt(row["ppl_a"], ".2f"), _fmt(row["ppl_b"], ".2f"),
+                      end_section=row is result["bins"][-1])
+    err.print(table)
+    log("Δ in nats per word (loss = −ln p); negative: B is better.")
+
+
+def run_compare(settings: CompareSettings, path_a: Path, path_b: Path, output: Path | None = None,
+                plot: Path | None = None, force: bool = False) -> dict:
+    """Compare the per-token files A and B (``compare``; its table on stderr), write the bins table
+    to ``output`` and a bar chart to ``plot`` where given; return the record: the comparison with
+    its names and outputs, infinities as None (JSON has none)."""
+    edges, column, freq_from = settings.edges, settings.column, settings.freq_from
+    with contextlib.ExitStack() as outputs:
+        for path, flag, what in ((output, "-o", "comparison table"), (plot, "--plot", "file")):
+            if path is not None:
+                outputs.enter_context(claim_output(path, force, flag, what, inputs=(path_a, path_b)))
+        if plot is not None:
+            from ..plots import require_matplotlib
+
+            require_matplotlib()
+
+        result = compare(path_a, path_b, edges, column=column, freq_from=freq_from)
+        name_a, name_b = settings.names.split(",") if settings.names else (_name(result["a"]), _name(result["b"]))
+        for key in ("vocab", "cache"):
+            if settings_differ(result, key):
+                log(f"warning: A and B were evaluated with different --{key} ({result['a'][key]} vs {result['b'][key]})")
+        print_table(result, name_a, name_b)
+        result["names"] = [name_a, name_b]
+        if output is not None:
+            meta = provenance("compare", a=result["a"], b=result["b"], dataset_checksum=result["dataset_checksum"],
+                              split=result["split"], column=result["column"], freq_from=freq_from, edges=list(edges),
+                              sign=result["sign"], overall=_finite(result["overall"]))
+            with atomic_path(output) as tmp:
+                write_parquet(rows_table(result["bins"]), tmp, meta)
+        if plot is not None:
+            from ..plots import bar_by_bin
+
+            bar_by_bin(result["bins"], plot,
+                       title=f"{name_b} vs {name_a}: median loss({name_b}) − loss({name_a}); negative = {name_b} better",
+                       xlabel=f"training frequency (in {name_a if freq_from == 'a' else name_b}'s training data)",
+                       ylabel="median Δ loss (nats)" + (", before the cache" if column == "model" else ""))
+    return _finite({**result, "output": str(output) if output else None, "plot": str(plot) if plot else None})

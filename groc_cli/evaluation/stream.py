@@ -54,11 +54,12 @@ def rows_per_block(vocab_size: int, budget: int = LOGIT_BYTES) -> int:
     return max(1, budget // (4 * max(vocab_size, 1)))
 
 
-def model_chunks(model, vocab: EvalVocab, device: torch.device, chunk: int = 256, start: int = 0, composed=None,
+def model_chunks(model, vocab: EvalVocab, device: torch.device, chunk: int, start: int = 0, composed=None,
                  state=None) -> Iterator[Chunk]:
-    """Stream the split through ``model`` (already in eval mode, vocabulary set), from ``state``
-    (None: zeros) with ``composed``, the output view (None: the model's own; ``load_run`` adds
-    the rows of a line's new words to the model's)."""
+    """Stream the split through ``model`` (already in eval mode, vocabulary set), ``chunk``
+    positions at a time (the caller's setting: ``EvalSettings.chunk``), from ``state`` (None:
+    zeros) with ``composed``, the output view (None: the model's own; ``load_run`` adds the rows
+    of a line's new words to the model's)."""
     n_total = len(vocab.targets) - 1
     inputs = torch.from_numpy(vocab.inputs)
     with torch.no_grad():

@@ -24,16 +24,41 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from ..models.lexicon import MAX_ENTRIES, PAPER_DEFINITION_WORDS, PAPER_RELATIONS
+from ..settings import check_fields, setting
 from ..text.tokenizer import TokenizeOptions, tokenize_lines
 
 _MARKUP = re.compile(r"^<.*>$")
 
 
 @dataclass(frozen=True)
-class LexiconOptions:
-    max_relations: int = 3
-    max_definition: int = 10
-    lower: bool = True
+class LexiconSettings:
+    """What ``groc lexicon`` extracts, and from which WordNet; the command-line options are generated
+    from these fields, and the table's provenance records them (``arguments``, less ``wordnet`` and
+    ``jobs``: the WordNet read is recorded by its version and place)."""
+
+    wordnet: str = setting("auto", "'auto' (NLTK's data, then Debian's /usr/share/wordnet) or a directory with WordNet's files.")
+    max_relations: int = setting(PAPER_RELATIONS, f"Most synonyms/hyponyms per word (paper B.1: {PAPER_RELATIONS}).",
+                                 low=0, high=MAX_ENTRIES)
+    max_definition: int = setting(PAPER_DEFINITION_WORDS, "Most definition tokens per word (paper B.1: "
+                                  f"{PAPER_DEFINITION_WORDS}).", low=0, high=MAX_ENTRIES)
+    lower: bool = setting(True, "Lowercase relation and definition words, like the corpora.", negation="--keep-case")
+    keep_fraction: float = setting(1.0, "Keep this seeded random share of covered words (paper Table 4).", low=0, high=1)
+    seed: int = setting(1, "Seed for --keep-fraction.")
+    jobs: int = setting(1, "Processes for tokenizing definitions.", short="-j", low=1)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    def arguments(self) -> dict:
+        """The settings the table's provenance records (after the --vocab it was built for)."""
+        return {"max_relations": self.max_relations, "max_definition": self.max_definition, "lower": self.lower,
+                "keep_fraction": self.keep_fraction, "seed": self.seed}
+
+
+#: The extraction's options are the stage's settings (``build_entries`` reads max_relations,
+#: max_definition and lower).
+LexiconOptions = LexiconSettings
 
 
 @dataclass
@@ -50,7 +75,7 @@ def _clean(lemma: str, lower: bool) -> str | None:
     return lemma.lower() if lower else lemma
 
 
-def relations_for(wordnet, synsets, word: str, options: LexiconOptions) -> list[str]:
+def relations_for(wordnet, synsets, word: str, options: LexiconSettings) -> list[str]:
     # The word's own base forms ("dog" for "dogs") add nothing beyond its surface form.
     own = {word.lower()} | {base for pos in "nvar" if (base := wordnet.morphy(word.lower(), pos))}
     out: list[str] = []
@@ -70,7 +95,7 @@ def relations_for(wordnet, synsets, word: str, options: LexiconOptions) -> list[
     return out
 
 
-def build_entries(wordnet, words: Iterable[str], options: LexiconOptions, jobs: int = 1, progress=None) -> list[Entry]:
+def build_entries(wordnet, words: Iterable[str], options: LexiconSettings, jobs: int = 1, progress=None) -> list[Entry]:
     """One entry per word (in the given order); words WordNet lacks get empty lists."""
     entries: list[Entry] = []
     glosses: dict[str, str] = {}

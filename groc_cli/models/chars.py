@@ -43,6 +43,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .lexicon import PAPER_DEFINITION_WORDS, PAPER_RELATIONS
+
 PAD, BOW, EOW = 0, 1, 2
 NUM_SYMBOLS = 256 + 3
 
@@ -266,8 +268,8 @@ class StringTable:
         lexicon=None,
         relations: bool = False,
         definitions: bool = False,
-        max_relations: int = 3,
-        max_definition_words: int = 10,
+        max_relations: int = PAPER_RELATIONS,
+        max_definition_words: int = PAPER_DEFINITION_WORDS,
         max_chars: int = 20,
     ) -> None:
         self.strings: list[str] = list(vocab)

@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import asdict, dataclass
 
 from ..settings import all_fields, check_fields, setting
+from .lexicon import PAPER_DEFINITION_WORDS, PAPER_RELATIONS
 from .registry import KINDS, config_of, output_kinds
 
 ACTIVATIONS = ("relu", "selu", "tanh")
@@ -250,8 +251,10 @@ class ConvolutionalConfig(CharEncoderSettings, ModelConfig):
 class GroCConfig(CharEncoderSettings, ResidualOutputSettings, ModelConfig):
     relations: bool = setting(True, "Relational encoding (ablation, Table 3).")
     definitions: bool = setting(True, "Definitional encoding (ablation, Table 3).")
-    max_relations: int = setting(3, "Relations read per word (paper B.1: 3).", low=0, cli=False)
-    max_definition_words: int = setting(10, "Definition words read per word (paper B.1: 10).", low=0, cli=False)
+    max_relations: int = setting(PAPER_RELATIONS, f"Relations read per word (paper B.1: {PAPER_RELATIONS}).", low=0,
+                                 cli=False)
+    max_definition_words: int = setting(PAPER_DEFINITION_WORDS, "Definition words read per word (paper B.1: "
+                                        f"{PAPER_DEFINITION_WORDS}).", low=0, cli=False)
     bias_activation: str | None = setting(None, "Activation of the composed bias b_v = act(w·e_v + a) (default: "
                                           "--out-activation; authors' code: tanh).", choices=ACTIVATIONS)
     bias_dropout: float = setting(0.0, "Dropout on the composed bias's input e_v (authors' code: 0.2).",

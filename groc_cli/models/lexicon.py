@@ -7,6 +7,10 @@ from pathlib import Path
 
 #: Most relations or definition words one word may list ('groc lexicon --max-relations/--max-definition').
 MAX_ENTRIES = 1000
+#: Relations and definition words per word in the paper (B.1: 3 and 10): what 'groc lexicon' lists
+#: (``LexiconSettings``) and a GroC model reads (``GroCConfig``) unless told otherwise.
+PAPER_RELATIONS = 3
+PAPER_DEFINITION_WORDS = 10
 
 
 @dataclass

@@ -6,11 +6,12 @@ import contextlib
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from ..errors import GrocError
-from .tokenizer import TokenizeOptions, decode_lines, tokenize_lines
+from .tokenizer import TokenizeOptions, TokenizeSettings, decode_lines, tokenize_lines
 
 
 def check_input_file(path: Path, flag: str) -> Path:
@@ -114,3 +115,36 @@ class TokenLines:
 
     def __exit__(self, exc_type, *exc) -> None:
         self.close(drain=exc_type is None)  # after an error, exit now rather than read all of stdin
+
+
+def run_tokenize(settings: TokenizeSettings, input: str | None, output: str = "-", force: bool = False,
+                 errors: str = "strict", record: bool = False) -> dict | None:
+    """``groc tokenize``: Moses-tokenize ``input`` (a file; '-' or None: stdin), one line per input
+    line, to ``output`` (a file, written atomically; '-': stdout, as the lines come). Returns,
+    with ``record`` and a file, the record: input, output, lines, tokens, settings, seconds."""
+    from ..artifacts import atomic_file, claim_output
+    from ..console import write_stdout
+
+    started = time.perf_counter()
+    stream = open_input(input, "INPUT")
+    name = "stdin" if input in (None, "-") else input
+    # Closed on the way out, whatever the way: its worker processes end before groc does.
+    lines = tokenize_lines(decode_lines(stream, errors=errors, name=name), settings.options(), jobs=settings.jobs)
+    with contextlib.closing(lines):
+        if output == "-":
+            for line in lines:
+                write_stdout(line + "\n")
+            write_stdout("", flush=True)
+            return None
+        target = Path(output)
+        count_lines = count_tokens = 0
+        with claim_output(target, force, kind="file", inputs=(input,)), atomic_file(target, "w") as handle:
+            for line in lines:
+                handle.write(line + "\n")
+                if record:  # counted only for the record
+                    count_lines += 1
+                    count_tokens += len(line.split())
+    if not record:
+        return None
+    return {"input": name, "output": str(target), "lines": count_lines, "tokens": count_tokens,
+            "lower": settings.lower, "escape": settings.escape, "seconds": round(time.perf_counter() - started, 3)}

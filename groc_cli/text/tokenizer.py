@@ -16,6 +16,7 @@ from typing import BinaryIO, Iterable, Iterator
 
 from ..cores import bounded_threads
 from ..errors import GrocError
+from ..settings import check_fields, setting
 
 _TOKENIZER = None
 CHUNK_LINES = 500
@@ -27,6 +28,21 @@ class TokenizeOptions:
     lower: bool = False
     escape: bool = False  # Moses escapes & < > ' " [ ] as XML entities; off keeps the text readable
     aggressive_dash_splits: bool = False
+
+
+@dataclass(frozen=True)
+class TokenizeSettings:
+    """``groc tokenize``'s settings; the command-line options are generated from these fields."""
+
+    lower: bool = setting(False, "Lowercase the tokens (the paper lowercased its cross-domain data).", negation=False)
+    escape: bool = setting(False, "Escape & < > ' \" [ ] as XML entities, as Moses does by default.")
+    jobs: int = setting(1, "Worker processes; line order is kept.", short="-j", low=1)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    def options(self) -> TokenizeOptions:
+        return TokenizeOptions(lower=self.lower, escape=self.escape)
 
 
 def _tokenizer():
