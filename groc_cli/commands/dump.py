@@ -25,7 +25,7 @@ Writes STATES_DIR/{hidden,targets,logp[,new_mass]}.npy, vocab.parquet and meta.j
 """
 
 
-@S.with_settings(DumpSettings, defaults={"split": ...})
+@S.with_settings(DumpSettings, defaults={"split": ...}, after="output_dir")
 def dump(
     ctx: typer.Context,
     run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
