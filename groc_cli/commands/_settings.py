@@ -146,10 +146,11 @@ def setting_flags() -> dict[str, str]:
 
 
 def help_text(help: str) -> str:
-    """A setting's help as its option shows it: the settings it names in backticks as flags."""
+    """A setting's help as its option shows it: the settings it names in backticks as flags (another
+    option of the command, eval's `states`, by the flag its name makes)."""
     if "`" not in help:
         return help
-    return SETTING_NAME.sub(lambda m: setting_flags().get(m[1], m[1]), help)
+    return SETTING_NAME.sub(lambda m: setting_flags().get(m[1]) or "--" + m[1].replace("_", "-"), help)
 
 
 CONFIG = typer.Option(None, "--config", help="Settings from a JSON or TOML file (a run's config.json works); flags "
