@@ -32,11 +32,14 @@ from .formats import DATASET_FORMAT, RUN_FORMAT, STATES_FORMAT
 METADATA_KEY = b"groc"
 
 
-#: What each stage writes, as `output_kind` names an existing path: `--force` replaces an output
+#: What each stage writes, as `output_kind` names an existing path: ``force`` replaces an output
 #: only with one of the same kind (GUIDE 13), never a run directory with a text file.
 DIRECTORY_KINDS = {("manifest.json", DATASET_FORMAT): "dataset directory", ("config.json", RUN_FORMAT): "run directory",
                    ("meta.json", STATES_FORMAT): "states directory"}
-STAGE_KINDS = {"lexicon": "lexicon table", "eval": "per-token table", "eval --grid": "grid table",
+#: The stage a grid table's metadata records (a value of the format, written since the first grid
+#: tables: the flag that made them, not a setting the library names).
+GRID_STAGE = "eval --grid"
+STAGE_KINDS = {"lexicon": "lexicon table", "eval": "per-token table", GRID_STAGE: "grid table",
                "compare": "comparison table"}
 
 
@@ -58,7 +61,7 @@ def special_kind(path: Path) -> str | None:
 
 
 def output_kind(path: Path) -> str:
-    """What an existing path is, in the words the --force check uses: a special file by its type, a
+    """What an existing path is, in the words the `force` check uses: a special file by its type, a
     groc output by its marker file or Parquet stage, a part of a groc output directory, or a plain
     file or directory."""
     path = Path(path)
@@ -107,11 +110,11 @@ def _within(path: str, root: str) -> bool:
 def check_destination(path: Path, force: bool, flag: str = "-o", kind: str | None = None,
                       inputs: tuple = ()) -> None:
     """Refuse an output that is one of the stage's inputs (or holds one), a special file (device,
-    FIFO, socket) with or without --force, an existing output without --force, an existing path of
-    another kind even with --force; check the parent."""
+    FIFO, socket) with or without `force`, an existing output without `force`, an existing path of
+    another kind even with `force`; check the parent."""
     path = Path(path)
     if special := special_kind(path):
-        raise GrocError(f"{flag} {path} is a {special}, not a regular file or directory; groc writes (and --force "
+        raise GrocError(f"{flag} {path} is a {special}, not a regular file or directory; groc writes (and `force` "
                         f"replaces) only those: choose another {flag}")
     real = os.path.realpath(path)
     for given in inputs:
@@ -122,11 +125,11 @@ def check_destination(path: Path, force: bool, flag: str = "-o", kind: str | Non
             raise GrocError(f"{flag} {path} is (or holds) the input {given}; choose another {flag}")
     if path.exists() or path.is_symlink():
         if not force:
-            raise GrocError(f"output {path} already exists; choose another {flag} or pass --force to replace it")
+            raise GrocError(f"output {path} already exists; choose another {flag} or pass `force` to replace it")
         found = output_kind(path)
         empty_dir = found == "directory" and not any(path.iterdir())
         if kind is not None and found != kind and not (empty_dir and kind.endswith("directory")):
-            raise GrocError(f"{flag} {path} is a {found}, not a {kind}; --force replaces only a {kind}: "
+            raise GrocError(f"{flag} {path} is a {found}, not a {kind}; `force` replaces only a {kind}: "
                             f"choose another {flag}")
     parent = path.parent if str(path.parent) else Path(".")
     existing = parent

@@ -17,7 +17,8 @@ except ImportError:  # older typer depends on click itself
     from click import exceptions as click_exceptions
 
 from .version import __version__
-from .errors import GrocError, StdoutClosed, Terminated, out_of_memory
+from . import console
+from .errors import GrocError, StdoutClosed, Terminated, named, out_of_memory
 
 from typer.core import TyperCommand, TyperGroup
 
@@ -126,6 +127,21 @@ def _interrupted(exc: BaseException | None) -> int:
     return 130
 
 
+def _flagged(args: list[str]):
+    """A function that writes the settings a message names in backticks (an error that reached the top
+    outside ``setting_errors``, a log line) as the flags of the command ``args`` run."""
+    def write(message) -> str:
+        if "`" not in (message.text if isinstance(message, GrocError) else message):
+            return str(message)
+        from .commands._settings import command_flags, with_flags
+
+        name = next((a for a in args if not a.startswith("-")), None)
+        found = _GROUP.commands.get(name)
+        return with_flags(message, command_flags(found.real()) if found is not None else {})
+
+    return write
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run groc; the exit status (130 after Ctrl-C, 143 after SIGTERM, whenever it arrives)."""
     try:
@@ -143,6 +159,7 @@ def _main(argv: list[str] | None) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             if signal.getsignal(signum) is not signal.SIG_IGN:
                 signal.signal(signum, _on_signal)
+    console.setting_names = _flagged(args)
     try:
         result = command.main(args=args, prog_name="groc", standalone_mode=False)
         if _signals:  # typer turns Ctrl-C (and so our SIGTERM) into a silent return of 130
@@ -170,7 +187,7 @@ def _main(argv: list[str] | None) -> int:
     except GrocError as exc:
         if debug:
             raise
-        print(f"groc: error: {exc}", file=sys.stderr)
+        print(f"groc: error: {_flagged(args)(exc)}", file=sys.stderr)
         return exc.exit_code
     except (StdoutClosed, BrokenPipeError):
         return _quiet_stdout()
@@ -184,3 +201,5 @@ def _main(argv: list[str] | None) -> int:
         else:
             print(f"groc: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 1
+    finally:
+        console.setting_names = named

@@ -7,12 +7,12 @@ import json
 import math
 import os
 import sys
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .errors import StdoutClosed
+from .errors import StdoutClosed, named
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -22,9 +22,14 @@ def is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
+#: How a log line writes the settings it names in backticks (as errors do): plain names for the
+#: library's users (``errors.named``); a command sets its flags while it runs (cli.py).
+setting_names: Callable[[str], str] = named
+
+
 def log(message: str) -> None:
     if is_main_process():
-        err.print(message, markup=False)
+        err.print(setting_names(message) if isinstance(message, str) else message, markup=False)
 
 
 def emit_json(obj: Any) -> None:

@@ -16,11 +16,11 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def bounded_threads(n: int, setting: str = "--threads", cpus: int | None = None) -> int:
-    """`n` threads, at most the cores this process may use, with one warning line naming `setting`
-    when it asked for more. Threads beyond the cores only wait on each other (--threads 5000 ran a
-    stage 50x slower without a word) and OpenMP runs out of resources far above them (--threads
-    100000: a false "vocab.parquet is damaged", then a segfault)."""
+def bounded_threads(n: int, setting: str = "`threads`", cpus: int | None = None) -> int:
+    """``n`` threads, at most the cores this process may use, with one warning line naming ``setting``
+    when it asked for more. Threads beyond the cores only wait on each other (5000 threads ran a
+    stage 50x slower without a word) and OpenMP runs out of resources far above them (100000
+    threads: a false "vocab.parquet is damaged", then a segfault)."""
     cpus = cpu_count() if cpus is None else cpus
     if n <= cpus:
         return n

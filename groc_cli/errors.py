@@ -1,6 +1,21 @@
-"""User-facing errors: one line on stderr, non-zero exit, no traceback (unless --debug)."""
+"""User-facing errors: one line on stderr, non-zero exit, no traceback (unless the command line asks
+for one with its debug option).
+
+A message names the settings it is about in backticks ("`cache_weight` mixes a cache into the model:
+give `cache` too"). ``str(exc)`` writes them as plain names, for the Python API's users, who set
+them by name; only the command layer (``commands/_settings.py``) writes them as the running
+command's flags. No library module spells a flag (tests/test_layers.py)."""
 
 import errno
+import re
+
+#: A setting named in a message: one word in backticks.
+SETTING_NAME = re.compile(r"`(\w+)`")
+
+
+def named(text: str) -> str:
+    """``text`` with each setting it names in backticks written as the setting's plain name."""
+    return SETTING_NAME.sub(r"\1", text)
 
 
 class GrocError(Exception):
@@ -8,10 +23,19 @@ class GrocError(Exception):
 
     exit_code = 2
 
+    @property
+    def text(self) -> str:
+        """The message as raised, settings still in backticks (for the command layer, and for a
+        message that quotes this one)."""
+        return super().__str__()
+
+    def __str__(self) -> str:
+        return named(self.text)
+
 
 class SettingError(GrocError):
-    """A setting's value that the input cannot take (adaptive's cutoffs for a smaller vocabulary); the
-    message starts with the setting's name, which a command replaces by its flag."""
+    """A setting's value that the input cannot take (adaptive's cutoffs for a smaller vocabulary), or
+    settings that do not go together; the message names each setting in backticks."""
 
 
 class Terminated(KeyboardInterrupt):

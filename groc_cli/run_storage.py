@@ -57,8 +57,8 @@ _LEXICON_COLUMNS = {"word": lambda t: pa.types.is_string(t) or pa.types.is_large
 
 def read_lexicon(path: Path, rebuild: str) -> Lexicon:
     """A lexicon table from 'groc lexicon' (every reader's one path); a missing, truncated, foreign
-    or inconsistent file (a word listed twice, more entries than its --max-relations or
-    --max-definition recorded) is one DamagedInput naming it and `rebuild`."""
+    or inconsistent file (a word listed twice, more entries than its ``max_relations`` or
+    ``max_definition`` recorded) is one DamagedInput naming it and `rebuild`."""
     table = read_parquet(Path(path), _LEXICON_COLUMNS, rebuild)
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     try:
@@ -160,7 +160,7 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
         raise GrocError(f"{path} not found: the run has no such checkpoint yet")
     model = _unwrap(model)
     other = "last" if directory.name == "best" else "best"
-    retrain = f"{_retrain(directory.parent)}, or use its {other} checkpoint (--checkpoint {other})"
+    retrain = f"{_retrain(directory.parent)}, or use its {other} checkpoint (`checkpoint` {other})"
     try:
         stored = load_file(str(path))
         recorded = read_weights_metadata(path)
@@ -201,7 +201,7 @@ TRAINER_KEYS = ("optimizer", "position", "metrics", "rng", "update_gen", "hidden
 def load_checkpoint(model: torch.nn.Module, directory: Path) -> dict:
     """Resume from `directory` (a run's last/): its weights go into `model` and its trainer state is
     returned, both checked before any work, so that damage is one line naming the file rather than
-    a traceback (or advice to --resume again) once the run is under way."""
+    a traceback (or advice to resume again) once the run is under way."""
     saved = load_trainer_state(directory)
     groups = saved["optimizer"].get("param_groups") if isinstance(saved["optimizer"], dict) else None
     if not groups or sum(len(group.get("params", ())) for group in groups) != len(list(_unwrap(model).parameters())):
@@ -218,7 +218,7 @@ def _unusable(directory: Path) -> str:
 def load_trainer_state(directory: Path) -> dict:
     path = directory / "trainer.pt"
     if not path.exists():
-        raise GrocError(f"{path} not found: nothing to resume from; train without --resume")
+        raise GrocError(f"{path} not found: nothing to resume from; train without `resume`")
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, KeyError, ValueError, pickle.UnpicklingError, OSError) as exc:

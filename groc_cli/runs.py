@@ -3,7 +3,7 @@
 A run directory is one holding ``config.json`` whose "format" is ``formats.RUN_FORMAT`` (``run_storage.py``);
 its row reads ``config.json`` (kind, dataset, stage, versions), ``summary.json`` (written when
 training ends: epochs, stopping reason, best validation perplexity, seconds) and, for a run
-without one (training, or interrupted: ``--resume`` continues it), ``metrics.parquet``. Its test
+without one (training, or interrupted: ``resume`` continues it), ``metrics.parquet``. Its test
 perplexity comes from a ``groc eval`` JSON found under the same directories whose ``run`` is that
 run and whose split is test, without a cache (closed vocabulary preferred). A directory that
 holds a ``config.json`` that cannot be read is a row whose status says why, not an error.

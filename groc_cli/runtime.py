@@ -22,9 +22,9 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise GrocError("--device cuda: no CUDA device is available here; use --device cpu")
+        raise GrocError("`device` cuda: no CUDA device is available here; use `device` cpu")
     if name not in ("cpu",) and not name.startswith("cuda"):
-        raise GrocError(f"--device {name!r}: expected auto, cpu, cuda or cuda:N")
+        raise GrocError(f"`device` {name!r}: expected auto, cpu, cuda or cuda:N")
     return torch.device(name)
 
 
@@ -62,7 +62,7 @@ def busy_cores(interval: float = 0.2) -> int:
 
 
 def default_threads(cpus: int | None = None, busy: int | None = None, env: dict | None = None) -> int:
-    """`--threads auto`: OMP_NUM_THREADS if the user set it; otherwise this process's share of the
+    """``threads`` auto: OMP_NUM_THREADS if the user set it; otherwise this process's share of the
     cores (cpus // LOCAL_WORLD_SIZE under torchrun) less the cores other work keeps busy, at
     least 1. One thread per process is what a shared machine needs: OpenMP threads that outnumber
     the free cores wait on each other (2x slower steps beside one busy process, 9x for two GroC
@@ -87,7 +87,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-_AUTO: dict = {}  # this process's --threads auto claim: the directory, the count it wants and holds
+_AUTO: dict = {}  # this process's threads=auto claim: the directory, the count it wants and holds
 REBALANCE_SECONDS = 2.0  # a flock and a directory listing: free at this rate
 
 
@@ -118,7 +118,7 @@ def _under_claims_lock(claims: Path, decide: Callable[[int], int]) -> int:
 
 
 def claim_auto_threads(claims: Path | None = None) -> int:
-    """`--threads auto` for a groc process: default_threads, where the busy cores are at least the
+    """``threads`` auto for a groc process: default_threads, where the busy cores are at least the
     threads that other live groc processes of this user have claimed (a file per process under
     `claims`, decided one process at a time under a lock). Two runs started at the same instant
     both measure idle cores; the claims make the second take what the first left, and
@@ -142,7 +142,7 @@ def claim_auto_threads(claims: Path | None = None) -> int:
 
 
 def rebalance_threads() -> int | None:
-    """Under `--threads auto`, at most every REBALANCE_SECONDS (call it as often as you like, e.g.
+    """Under ``threads`` auto, at most every REBALANCE_SECONDS (call it as often as you like, e.g.
     every training step): hold the count auto wanted at start less the threads other live groc
     runs now claim, at least 1. Returns the new count when it changed, else None."""
     if not _AUTO or time.monotonic() < _AUTO["due"]:
@@ -162,7 +162,7 @@ def rebalance_threads() -> int | None:
         return None
     _AUTO["held"] = n
     _apply_threads(n)
-    log(f"--threads auto: {n} CPU thread(s) from now on ({seen['others']} held by other groc runs on {_AUTO['cpus']} cores)")
+    log(f"`threads` auto: {n} CPU thread(s) from now on ({seen['others']} held by other groc runs on {_AUTO['cpus']} cores)")
     return n
 
 
@@ -178,7 +178,7 @@ def _apply_threads(n: int) -> None:
 
 
 def set_threads(spec: str | int) -> int:
-    """Apply --threads (a count or 'auto') to torch, and through OMP_NUM_THREADS to FAISS (which
+    """Apply ``threads`` (a count or 'auto') to torch, and through OMP_NUM_THREADS to FAISS (which
     reads it when first imported) and to worker processes; returns the count."""
     text = str(spec).strip().lower()
     if text == "auto":
@@ -186,7 +186,7 @@ def set_threads(spec: str | int) -> int:
     elif text.isdigit() and int(text) >= 1:
         n = bounded_threads(int(text))
     else:
-        raise GrocError(f"--threads {spec!r}: expected a whole number of at least 1, or auto")
+        raise GrocError(f"`threads` {spec!r}: expected a whole number of at least 1, or auto")
     _apply_threads(n)
     return n
 
@@ -219,7 +219,7 @@ def init_distributed(device: torch.device) -> tuple[int, int, torch.device]:
     if device.type == "cuda" and local >= torch.cuda.device_count():
         raise GrocError(
             f"torchrun started process {local} on this node but only {torch.cuda.device_count()} CUDA device(s) are "
-            "visible: use --nproc_per_node at most that many, or --device cpu for CPU processes (gloo)")
+            "visible: use --nproc_per_node at most that many, or `device` cpu for CPU processes (gloo)")
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     rank = dist.get_rank()

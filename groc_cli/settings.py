@@ -31,9 +31,10 @@ def setting(default: Any = MISSING, help: str = "", *, flag: str | None = None, 
             check: Callable[[Any], Any] | None = None) -> Any:
     """A dataclass field with what the command line and validation need to know about it.
 
-    flag: the option's name (default `--` + the field name with dashes); short: a one-letter
-    alias (`-j`); negation: booleans get `--x/--no-x`, or `--x/` + the flag it names
-    (`"--keep-case"`), or (False) a plain switch; choices: allowed values; low/high: bounds
+    flag: the option's name (default: two dashes, then the field name with dashes); short: a
+    one-letter alias ("-j"); negation: booleans get an option and its negative ("no-" before the
+    name), or the negative it names ("--keep-case" is a command line's text, given by the field),
+    or (False) a plain switch; choices: allowed values; low/high: bounds
     (`*_open`: strict); parse: turns the option's text into the value (e.g. "2k,7k" into
     [2000, 7000]); cli False: settable from a config file only; check: takes a value that is
     not None and returns it as the field keeps it (JSON's lists back into tuples), or raises

@@ -19,7 +19,7 @@ depend slightly on the block size.  NaN marks positions where the cache is empty
 or undefined; ``interpolate`` falls back to the model there.
 
 Each kind registers itself (``registry.register_cache``) with its ``groc eval`` settings, its
---grid settings, its checks and its construction from them; ``groc eval`` runs whichever
+``grid`` settings, its checks and its construction from them; ``groc eval`` runs whichever
 ``CACHE_KINDS`` holds, including one registered outside this package (docs/extending.md).
 """
 

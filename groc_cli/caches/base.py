@@ -129,12 +129,12 @@ def check_chunk(
 
 
 def cache_size_setting():
-    """The --cache-size setting, shared by the unigram and local caches (declared once here)."""
+    """The ``cache_size`` setting, shared by the unigram and local caches (declared once here)."""
     return setting(None, "local: window of past positions (default 10000); unigram: count only the last N targets "
                    "(default: all).")
 
 
 def check_cache_size(cache_size: int | None) -> None:
-    """The shared --cache-size check (a message naming the setting in backticks)."""
+    """The shared ``cache_size`` check (a message naming the setting in backticks)."""
     if cache_size is not None and cache_size < 1:
         raise ValueError(f"`cache_size` {cache_size}: must be >= 1")

@@ -32,7 +32,7 @@ DEFAULT_WINDOW = 10_000
 
 @dataclass
 class LocalSettings:
-    """``groc eval --cache local``'s settings; ``cache_size`` None is ``DEFAULT_WINDOW``."""
+    """``groc eval``'s settings of ``cache`` local; ``cache_size`` None is ``DEFAULT_WINDOW``."""
 
     theta: float = setting(0.3, "local: flatness θ of exp(θ hᵀh_i).")
     cache_size: int | None = cache_size_setting()

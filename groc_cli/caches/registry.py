@@ -2,14 +2,14 @@
 
 A cache class registers itself with ``@register_cache`` and declares, as class attributes:
 
-    kind = "local"                      # the --cache value
-    source = "Grave et al. 2017c"       # shown beside it in --cache's help (optional)
+    kind = "local"                      # the ``cache`` value
+    source = "Grave et al. 2017c"       # shown beside it in ``cache``'s help (optional)
     Settings = LocalSettings            # a dataclass of setting() fields: its groc eval options
-    grid = ("theta",)                   # the settings --grid may sweep (lists in place of one value)
+    grid = ("theta",)                   # the settings ``grid`` may sweep (lists in place of one value)
 
 and implements ``from_settings`` (and, when it needs them, the checks below) as classmethods.
 The evaluation calls them in this order, each with ``values``: every grid setting's list (the
---grid values, or the single setting's value):
+``grid`` values, or the single setting's value):
 
 1. ``check(s, values, chosen)``: before anything is read, for every registered kind (``chosen``
    False when another cache runs: settings that only make sense with this cache refuse there);
@@ -19,7 +19,7 @@ The evaluation calls them in this order, each with ``values``: every grid settin
 4. ``from_settings(s, values, ctx, first_states)``: the cache (``first_states``: those states).
 
 Messages of ValueErrors raised by 1-3 name settings in backticks, as in "`knn` 0: must be
->= 1"; ``groc eval`` writes each as its flag ("--knn 0: must be >= 1"). Optional attributes:
+>= 1"; the command writes each as its flag, the API as the plain name (``errors``). Optional attributes:
 ``needs_hidden`` (False: ``score`` gets None for the hidden states), ``needs_length`` (True:
 ``groc eval`` only, not ``groc score`` or ``load_run``), ``reads`` and ``writes`` (settings naming
 files). docs/extending.md walks through one.
@@ -94,7 +94,7 @@ class ConfiguredCache:
 
 
 def register_cache(cls: type) -> type:
-    """Class decorator: make ``cls`` a ``groc eval --cache`` kind (see the module docstring).
+    """Class decorator: make ``cls`` a ``cache`` kind of ``groc eval`` (see the module docstring).
 
     A setting declared by several kinds (``cache_size``) is one option: its declarations must
     agree (type, default, help)."""
@@ -134,5 +134,5 @@ def setting_fields() -> list[tuple[dataclasses.Field, type]]:
 
 
 def grid_name(f: dataclasses.Field) -> str:
-    """A setting's name in --grid: its flag without the dashes (bandwidth_scale -> bandwidth-scale)."""
+    """A setting's name in ``grid``: its flag without the dashes (bandwidth_scale -> bandwidth-scale)."""
     return flag_of(f)[2:]

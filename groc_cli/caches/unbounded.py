@@ -34,7 +34,7 @@ Exact search in torch (``search="torch"``, ``knn_torch.py``): with the index "Fl
 nearest neighbours are found by chunked matrix products and top-k in torch on the evaluation's
 device, the states held in its memory (GPU memory on CUDA) or streamed from ``stored_states``.
 It is FAISS's ``Flat`` search (same neighbours, distances to float32 rounding) for a GPU where
-faiss-gpu is not installed; ``groc eval --search auto`` picks it there.
+faiss-gpu is not installed; ``search`` auto picks it there.
 
 Not every index FAISS builds can serve the cache (``index_problem``): it must take states
 without ids, block after block, and return squared Euclidean distances between the states
@@ -58,6 +58,7 @@ import torch
 
 from ..artifacts import atomic_path
 from ..console import strict_json
+from ..errors import named
 from ..faiss_build import faiss_or_none, load_faiss
 from ..settings import setting
 from .base import check_chunk
@@ -169,8 +170,8 @@ def choose_search(search: str, flat: bool, device: str) -> str:
 
 @dataclass
 class UnboundedSettings:
-    """``groc eval --cache unbounded``'s settings (``knn``, ``kernel`` and ``bandwidth_scale``
-    take a --grid list)."""
+    """``groc eval``'s settings of ``cache`` unbounded (``knn``, ``kernel`` and ``bandwidth_scale``
+    take a ``grid`` list)."""
 
     knn: int = setting(1024, "unbounded: neighbours k.")
     index: str = setting("IVF4096,PQ32", "unbounded: FAISS factory string ('Flat' is exact).")
@@ -181,18 +182,23 @@ class UnboundedSettings:
                                       "the evaluated stream (default min(200000, tokens)); the quantizer sees those "
                                       "states, never their targets, before they are scored.")
     index_save: Path | None = setting(None, "unbounded: write the trained, empty FAISS index (quantizer and codebooks, "
-                                      "no stored states) to this file for --index-load.")
-    index_load: Path | None = setting(None, "unbounded: use a trained index from --index-save instead of training "
+                                      "no stored states) to this file for `index_load`.")
+    index_load: Path | None = setting(None, "unbounded: use a trained index from `index_save` instead of training "
                                       "one (e.g. trained on valid states, used on test).")
     datastore: str = setting("memory", "unbounded, large datastores: where an index ending in ',RFlat' (exact "
                              "re-ranking of its candidates) reads each state. memory: a float32 copy inside the index, "
-                             "4 x d bytes a state. disk: the memory-mapped --states dump, so only the index's codes "
-                             "stay in memory (44 bytes a state for IVF...,PQ32); same results. With --search torch "
-                             "and 'Flat': memory holds the states on the device, disk streams them from --states.")
+                             "4 x d bytes a state. disk: the memory-mapped `states` dump, so only the index's codes "
+                             "stay in memory (44 bytes a state for IVF...,PQ32); same results. With `search` torch "
+                             "and 'Flat': memory holds the states on the device, disk streams them from `states`.")
     search: str = setting("auto", "unbounded: nearest-neighbour search. faiss: the FAISS index (on the GPU where "
                           "faiss-gpu is installed); torch: exact search in torch on the evaluation's device (chunked "
-                          "matrix products and top-k; needs --index Flat); auto: torch on CUDA when FAISS sees no GPU "
+                          "matrix products and top-k; needs `index` Flat); auto: torch on CUDA when FAISS sees no GPU "
                           "and the index is Flat, else faiss.")
+
+
+def _whole(n) -> bool:
+    """A whole number >= 1 (2.0 is; True and "2" are not)."""
+    return not isinstance(n, (bool, str)) and int(n) == n and n >= 1
 
 
 def _as_list(x, name: str) -> list:
@@ -260,26 +266,19 @@ class UnboundedCache(ConfiguredCache):
         search: str = "faiss",
         device: str = "cpu",
     ):
-        load_faiss()
         knns = _as_list(knn, "knn")
-        if any(isinstance(k, (bool, str)) or int(k) != k or k < 1 for k in knns):
-            raise ValueError(f"knn must be integers >= 1, got {knns}")
-        knns = [int(k) for k in knns]
         kernels = _as_list(kernels, "kernels")
-        bad = [k for k in kernels if k not in KERNELS]
-        if bad:
-            raise ValueError(f"unknown kernel {bad[0]!r}; choose from {', '.join(KERNELS)}")
         scales = [float(s) for s in _as_list(bandwidth_scales, "bandwidth_scales")]
-        if any(not np.isfinite(s) or s <= 0 for s in scales):
-            raise ValueError(f"bandwidth_scales must be finite and > 0, got {scales}")
-        if int(nprobe) != nprobe or nprobe < 1:
-            raise ValueError(f"nprobe must be an integer >= 1, got {nprobe}")
+        try:  # the settings' own check (``check``), one for both; its messages name the settings
+            self.check(UnboundedSettings(index=index, nprobe=nprobe, search=search),
+                       {"knn": knns, "kernel": kernels, "bandwidth_scale": scales}, chosen=True)
+        except ValueError as exc:
+            raise ValueError(named(str(exc))) from None
+        knns = [int(k) for k in knns]
         if int(block_size) != block_size or block_size < 1:
             raise ValueError(f"block_size must be an integer >= 1, got {block_size}")
         if use_gpu not in ("auto", True, False):
             raise ValueError(f"use_gpu must be 'auto', True or False, got {use_gpu!r}")
-        if search not in SEARCHES:
-            raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
         if train_vectors is not None:
             train_vectors = np.ascontiguousarray(train_vectors, dtype=np.float32)
             if train_vectors.ndim != 2 or len(train_vectors) == 0:
@@ -379,14 +378,15 @@ class UnboundedCache(ConfiguredCache):
 
     @classmethod
     def check(cls, s: UnboundedSettings, values: dict[str, list], chosen: bool) -> None:
+        """The settings' values, before anything is read (the constructor's arguments too)."""
         if chosen:
             load_faiss()
-        if s.nprobe < 1:
+        if not _whole(s.nprobe):
             raise ValueError(f"`nprobe` {s.nprobe}: must be >= 1")
         if s.index_train is not None and s.index_train < 1:
             raise ValueError(f"`index_train` {s.index_train}: must be >= 1")
         for k in values["knn"]:
-            if k < 1:
+            if not _whole(k):
                 raise ValueError(f"`knn` {k}: must be >= 1")
         for k in values["kernel"]:
             if k not in KERNELS:
@@ -411,10 +411,10 @@ class UnboundedCache(ConfiguredCache):
 
     @classmethod
     def check_context(cls, s: UnboundedSettings, values: dict[str, list], ctx: CacheContext) -> None:
-        """A --datastore disk without --states, and a factory string FAISS rejects or the cache
+        """A ``datastore`` disk without ``states``, and a factory string FAISS rejects or the cache
         cannot use: refused before any work."""
         if s.datastore == "disk" and not ctx.has_states:
-            raise ValueError("`datastore` disk reads the states from a dump: add --states DIR "
+            raise ValueError("`datastore` disk reads the states from a dump: add `states` DIR "
                              "(written by 'groc dump RUN DATASET --split S -o DIR')")
         cls._empty_index(s, ctx.dim, ctx.device)
 
@@ -465,8 +465,8 @@ class UnboundedCache(ConfiguredCache):
     @classmethod
     def from_settings(cls, s: UnboundedSettings, values: dict[str, list], ctx: CacheContext,
                       first_states: np.ndarray | None = None) -> "UnboundedCache":
-        """The cache, trained on ``first_states`` (see ``warmup``) or loaded from --index-load;
-        a trained index is saved to --index-save."""
+        """The cache, trained on ``first_states`` (see ``warmup``) or loaded from ``index_load``;
+        a trained index is saved to ``index_save``."""
         if first_states is not None:
             ctx.log(f"training FAISS index {s.index} on the first {len(first_states):,} states of the stream")
         flat = is_flat(cls._empty_index(s, ctx.dim, ctx.device))
@@ -476,14 +476,14 @@ class UnboundedCache(ConfiguredCache):
                     f"{' (FAISS sees no GPU)' if s.search == 'auto' else ''}")
         elif ctx.device == "cuda" and faiss.get_num_gpus() == 0:
             ctx.log(f"FAISS sees no GPU (faiss-gpu is not installed): searching {s.index} on the CPU"
-                    f"{'' if flat else '; --index Flat --search torch would search exactly on the GPU'}")
+                    f"{'' if flat else '; `index` Flat `search` torch would search exactly on the GPU'}")
         cache = cls(dim=ctx.dim, index=s.index, nprobe=s.nprobe, knn=values["knn"], kernels=values["kernel"],
                     bandwidth_scales=values["bandwidth_scale"], train_vectors=first_states, trained_index=s.index_load,
                     use_gpu="auto" if ctx.device == "cuda" else False, search=search, device=ctx.torch_device,
                     stored_states=ctx.stored_states() if s.datastore == "disk" else None)
         if s.index_save:
             cache.save_trained(s.index_save)
-            ctx.log(f"wrote the trained empty index to {s.index_save} (reuse it with --index-load)")
+            ctx.log(f"wrote the trained empty index to {s.index_save} (reuse it with `index_load`)")
         return cache
 
     # ---- index construction, training, persistence -------------------------------------
@@ -556,7 +556,7 @@ class UnboundedCache(ConfiguredCache):
             except Exception as err:
                 raise ValueError(
                     f"index {self.factory!r} cannot run on the GPU ({_faiss_message(err)}); "
-                    "search on the CPU instead (use_gpu=False; in groc eval, --device cpu)"
+                    "search on the CPU instead (use_gpu=False; in groc eval, `device` cpu)"
                 ) from None
             try:
                 faiss.GpuParameterSpace().set_index_parameter(store, "nprobe", self.nprobe)

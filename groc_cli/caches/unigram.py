@@ -16,7 +16,7 @@ from .registry import ConfiguredCache, register_cache
 
 @dataclass
 class UnigramSettings:
-    """``groc eval --cache unigram``'s settings."""
+    """``groc eval``'s settings of ``cache`` unigram."""
 
     cache_size: int | None = cache_size_setting()
 

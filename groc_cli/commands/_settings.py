@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 from pathlib import Path
 from typing import Any, Optional
@@ -13,7 +14,7 @@ import typer
 from rich.markup import escape
 
 from .. import settings as S
-from ..errors import GrocError, SettingError
+from ..errors import SETTING_NAME, GrocError, SettingError
 
 
 def with_settings(*classes: type, defaults: dict | None = None, helps: dict | None = None, skip: tuple = (),
@@ -52,7 +53,7 @@ def option_parameter(f: dataclasses.Field, hint: Any, help: str | None = None) -
 
 def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str) -> inspect.Parameter:
     m = S.meta(f)
-    help = escape(help)  # --help is rich markup: "W [c; r; d] + b" is text, not a style
+    help = escape(help_text(help))  # --help is rich markup: "W [c; r; d] + b" is text, not a style
     flag = S.flag_of(f)
     if m["parse"] is not None:  # typed as text on the command line, parsed into the field's type
         annotation, shown = Optional[str], None if default is None else ",".join(map(str, default))
@@ -99,7 +100,12 @@ def command_function(fn, parameters: list[inspect.Parameter]):
 
 def flags(ctx) -> dict[str, str]:
     """Each option of the command by its parameter (setting) name, with its flag."""
-    return {p.name: max(p.opts, key=len) for p in ctx.command.params if p.opts and p.opts[0].startswith("-")}
+    return command_flags(ctx.command)
+
+
+def command_flags(command) -> dict[str, str]:
+    """Each option of click command ``command`` by its parameter (setting) name, with its flag."""
+    return {p.name: max(p.opts, key=len) for p in command.params if p.opts and p.opts[0].startswith("-")}
 
 
 def given(ctx) -> dict[str, str]:
@@ -110,14 +116,51 @@ def given(ctx) -> dict[str, str]:
 
 @contextlib.contextmanager
 def setting_errors(ctx, catch: tuple = (ValueError, SettingError)):
-    """The library's validation names a setting ("lr must be ..."); say the command's flag instead.
-    Around a library call that does more than validate, catch SettingError only."""
+    """The library's validation names a setting ("lr must be ...", "`cache` ..."); say the command's
+    flag instead. Around a library call that does more than validate, catch SettingError only, or
+    GrocError: any error of the library, whose settings in backticks become flags (its type kept)."""
     try:
         yield
     except catch as exc:
-        name, _, rest = str(exc).partition(" ")
-        flag = flags(ctx).get(name)
-        raise GrocError(f"{flag} {rest}" if flag else str(exc)) from None
+        if isinstance(exc, GrocError):
+            exc.args = (with_flags(exc, flags(ctx), first=isinstance(exc, SettingError)),)
+            raise
+        raise GrocError(with_flags(exc, flags(ctx), first=True)) from None
+
+
+def with_flags(exc: BaseException | str, names: dict[str, str], first: bool = False) -> str:
+    """The message of ``exc`` (an exception or a log line) as the command says it: each setting named in backticks written as its
+    flag (``names``: the running command's, else any setting's flag, else the plain name), and, with
+    ``first``, a message that starts with a setting's name (``check_fields``'s "lr must be ...")
+    starting with its flag. The one place where a setting's name becomes a flag (cli.py's handler
+    calls it for an error raised outside ``setting_errors``)."""
+    text = exc.text if isinstance(exc, GrocError) else str(exc)  # a log line is its own text
+    name, _, rest = text.partition(" ")
+    if first and name in names:
+        text = f"{names[name]} {rest}"
+    return SETTING_NAME.sub(lambda m: names.get(m[1]) or setting_flags().get(m[1], m[1]), text)
+
+
+@functools.cache
+def setting_flags() -> dict[str, str]:
+    """Every setting's flag by its name: the model's, training's, generation's, and eval's with its
+    caches' (for a name that is not an option of the running command, and for help texts, which
+    name settings in backticks as messages do)."""
+    from ..evaluation.settings import EvalSettings
+    from ..generation import GenerateSettings
+    from ..models.config import ModelConfig
+    from ..training.loop import TrainConfig
+
+    return {f.name: S.flag_of(f) for cls in (ModelConfig, TrainConfig, GenerateSettings, EvalSettings)
+            for f in S.all_fields(cls)}
+
+
+def help_text(help: str) -> str:
+    """A setting's help as its option shows it: the settings it names in backticks as flags (another
+    option of the command, eval's `states`, by the flag its name makes)."""
+    if "`" not in help:
+        return help
+    return SETTING_NAME.sub(lambda m: setting_flags().get(m[1]) or "--" + m[1].replace("_", "-"), help)
 
 
 CONFIG = typer.Option(None, "--config", help="Settings from a JSON or TOML file (a run's config.json works); flags "

@@ -20,7 +20,7 @@ from ..evaluation.perplexity import EvalSettings, evaluate
 from ..evaluation.settings import option_help
 from ..settings import hints, meta
 from ._inputs import RECORD_JSON, THREADS, VERIFY
-from ._settings import cache_parameters, command_function, option_parameter, resolve
+from ._settings import cache_parameters, command_function, option_parameter, resolve, setting_errors
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -80,29 +80,30 @@ def eval_command(
     **options,
 ) -> None:
     """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
-    if per_token is not None and str(per_token) == "-":
-        raise GrocError("--per-token -: the per-token table is Parquet, written to a file (stdout has eval's JSON "
-                        "record); give a path, e.g. --per-token test.parquet")
-    set_threads(threads)
-    given = {name: value for name, value in (("split", split), ("vocab", vocab)) if value}
-    origin: dict[str, str] = {}
-    settings = resolve(ctx, {"eval": EvalSettings}, {**given, **options}, config, overrides, origin=origin)["eval"]
-    cache, grid = settings.cache, settings.grid
-    with contextlib.ExitStack() as outputs:
-        axes = _plot_axes(plot, grid, cache)
-        if plot is not None:
-            outputs.enter_context(claim_output(plot, force, "--plot", "file", inputs=(run_dir, dataset, states)))
-        result = evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
-                          vocab_given="vocab" in origin, split_given="split" in origin, grid_out=grid_out, verify=verify)
-        if plot is not None:
-            from ..plots import heatmap
+    with setting_errors(ctx, GrocError):  # the library's errors name settings: say their flags
+        if per_token is not None and str(per_token) == "-":
+            raise GrocError("--per-token -: the per-token table is Parquet, written to a file (stdout has eval's JSON "
+                            "record); give a path, e.g. --per-token test.parquet")
+        set_threads(threads)
+        given = {name: value for name, value in (("split", split), ("vocab", vocab)) if value}
+        origin: dict[str, str] = {}
+        settings = resolve(ctx, {"eval": EvalSettings}, {**given, **options}, config, overrides, origin=origin)["eval"]
+        cache, grid = settings.cache, settings.grid
+        with contextlib.ExitStack() as outputs:
+            axes = _plot_axes(plot, grid, cache)
+            if plot is not None:
+                outputs.enter_context(claim_output(plot, force, "--plot", "file", inputs=(run_dir, dataset, states)))
+            result = evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
+                              vocab_given="vocab" in origin, split_given="split" in origin, grid_out=grid_out, verify=verify)
+            if plot is not None:
+                from ..plots import heatmap
 
-            rows = [{**row, "cache": cache} for row in result["grid"]]
-            heatmap(rows, axes[0], axes[1], "perplexity", plot,
-                    title=f"{Path(run_dir).name} on {result.get('split', settings.split)}: perplexity, {cache} cache")
-            result["plot"] = str(plot)
-    if json_out:
-        emit_json(result)
+                rows = [{**row, "cache": cache} for row in result["grid"]]
+                heatmap(rows, axes[0], axes[1], "perplexity", plot,
+                        title=f"{Path(run_dir).name} on {result.get('split', settings.split)}: perplexity, {cache} cache")
+                result["plot"] = str(plot)
+        if json_out:
+            emit_json(result)
 
 
 #: The options in --help order: eval_command's own parameters and EvalSettings' command-line

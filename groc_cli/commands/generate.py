@@ -58,46 +58,47 @@ def generate(
     **settings,
 ) -> None:
     """Sample text from a trained run, one sample a line, streamed as it is drawn."""
-    if prompt is not None and input is not None:
-        raise GrocError("give a prompt or --input, not both")
-    if lower and not tokenize:
-        raise GrocError("--lower applies with --tokenize only (tokenized prompts are read as they are)")
-    with S.setting_errors(ctx):
-        GenerateSettings(**settings)  # every setting checked before the run is loaded
-    if vocab is not None and vocab != "model" and not Path(vocab).exists():
-        raise GrocError(f"--vocab {vocab}: no such file or directory (a word list, a dataset directory, or 'model')")
-    from ..api import load_run
-    from ..runtime import set_threads
-    from ..text.io import open_input
-    from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_line
+    with S.setting_errors(ctx, GrocError):  # the library's errors name settings: say their flags
+        if prompt is not None and input is not None:
+            raise GrocError("give a prompt or --input, not both")
+        if lower and not tokenize:
+            raise GrocError("--lower applies with --tokenize only (tokenized prompts are read as they are)")
+        with S.setting_errors(ctx):
+            GenerateSettings(**settings)  # every setting checked before the run is loaded
+        if vocab is not None and vocab != "model" and not Path(vocab).exists():
+            raise GrocError(f"--vocab {vocab}: no such file or directory (a word list, a dataset directory, or 'model')")
+        from ..api import load_run
+        from ..runtime import set_threads
+        from ..text.io import open_input
+        from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_line
 
-    set_threads(threads)
-    stream = open_input(input, "--input") if input is not None else None
-    with S.setting_errors(ctx, SettingError):
-        run = load_run(run_dir, checkpoint=checkpoint.value, device=device, lexicon=lexicon)
-        run.generation_vocab(vocab)  # refused (a table model, an empty list) before any prompt is read
-    with contextlib.ExitStack() as stack:
-        if stream is None:
-            prompts = iter([prompt or ""])
-        else:
-            stack.enter_context(contextlib.closing(stream))
-            prompts = decode_lines(stream, errors=errors.value, name="stdin" if input == "-" else input)
-        if tokenize:
-            options = TokenizeOptions(lower=lower)
-            prompts = (" ".join(tokenize_line(line, options)) for line in prompts)
-        prompts = _not_empty(prompts, input)
+        set_threads(threads)
+        stream = open_input(input, "--input") if input is not None else None
         with S.setting_errors(ctx, SettingError):
-            started = False
-            for sample, word in run.generate_stream(prompts, vocab, **settings):
-                if as_json:
-                    if word is None:
-                        write_stdout(json.dumps(sample.as_dict()) + "\n", flush=True)
-                elif word is None:
-                    write_stdout("\n", flush=True)
-                    started = False
-                else:  # a word as soon as it is drawn
-                    write_stdout((" " if started else "") + word, flush=True)
-                    started = True
+            run = load_run(run_dir, checkpoint=checkpoint.value, device=device, lexicon=lexicon)
+            run.generation_vocab(vocab)  # refused (a table model, an empty list) before any prompt is read
+        with contextlib.ExitStack() as stack:
+            if stream is None:
+                prompts = iter([prompt or ""])
+            else:
+                stack.enter_context(contextlib.closing(stream))
+                prompts = decode_lines(stream, errors=errors.value, name="stdin" if input == "-" else input)
+            if tokenize:
+                options = TokenizeOptions(lower=lower)
+                prompts = (" ".join(tokenize_line(line, options)) for line in prompts)
+            prompts = _not_empty(prompts, input)
+            with S.setting_errors(ctx, SettingError):
+                started = False
+                for sample, word in run.generate_stream(prompts, vocab, **settings):
+                    if as_json:
+                        if word is None:
+                            write_stdout(json.dumps(sample.as_dict()) + "\n", flush=True)
+                    elif word is None:
+                        write_stdout("\n", flush=True)
+                        started = False
+                    else:  # a word as soon as it is drawn
+                        write_stdout((" " if started else "") + word, flush=True)
+                        started = True
 
 
 def _not_empty(prompts, name):

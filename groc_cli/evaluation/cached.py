@@ -1,10 +1,10 @@
-"""The cache of an evaluation, whichever is registered under ``--cache``: its checks in order
+"""The cache of an evaluation, whichever is registered under ``cache``: its checks in order
 (``caches.registry``), its construction, and the stream of chunks it scores. ``groc eval``,
 ``groc score`` and ``load_run`` all run their cache through it.
 
-The evaluation knows no cache kind: ``CacheSetup`` asks the kind's class, and writes the
-settings its messages name as flags (``groc eval``) or as names (``load_run``; one-line
-SettingErrors).
+The evaluation knows no cache kind: ``CacheSetup`` asks the kind's class, whose messages name
+settings in backticks, and raises them as one-line SettingErrors (``errors``: the command says
+flags, the API names).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import numpy as np
 from ..caches import CACHE_KINDS, CacheContext, interpolate
 from ..errors import SettingError
 from .grid import grid_values, weights
-from .settings import EvalSettings, flagged, flags
+from .settings import EvalSettings
 from .stream import Chunk
 
 
-def check_caches(s: EvalSettings, name: Callable[[str], str] = flagged) -> None:
+def check_caches(s: EvalSettings, name: Callable[[str], str] = str) -> None:
     """Every registered cache's checks without the model (the chosen one's and the others'). ``name``
-    writes the settings a message names: as flags (``groc eval``) or as names (``named``)."""
+    rewrites a message (``named``: the settings as plain names; left in backticks by default)."""
     for kind, cls in CACHE_KINDS.items():
         try:
             cls.check(s.of(cls), grid_values(s, cls), kind == s.cache)
@@ -32,21 +32,21 @@ def check_caches(s: EvalSettings, name: Callable[[str], str] = flagged) -> None:
 
 def cache_files(s: EvalSettings) -> tuple[list, list[tuple]]:
     """The files the chosen cache's settings name: those it reads (inputs no output may
-    replace) and those it writes, as (path, flag, what) to claim before any work."""
-    cls, names = CACHE_KINDS.get(s.cache), flags()
+    replace) and those it writes, as (path, setting in backticks, what) to claim before any work."""
+    cls = CACHE_KINDS.get(s.cache)
     if cls is None:
         return [], []
     return ([getattr(s, name) for name in cls.reads if getattr(s, name) is not None],
-            [(getattr(s, name), names[name], "file") for name in cls.writes])
+            [(getattr(s, name), f"`{name}`", "file") for name in cls.writes])
 
 
 class CacheSetup:
-    """The chosen cache (``cls`` None for --cache none) with its settings and --grid lists.
+    """The chosen cache (``cls`` None for ``cache`` none) with its settings and ``grid`` lists.
 
     Made once the hidden size and device are known (``ctx.dim``, ``ctx.device``; checks before any
     work), then told the stream's length (``check_stream``: the states it needs first, ``warmup``)."""
 
-    def __init__(self, s: EvalSettings, ctx: CacheContext, name: Callable[[str], str] = flagged):
+    def __init__(self, s: EvalSettings, ctx: CacheContext, name: Callable[[str], str] = str):
         self.s, self.ctx, self.name = s, ctx, name
         self.cls = CACHE_KINDS.get(s.cache)
         self.settings = s.of(self.cls) if self.cls is not None else None
@@ -112,7 +112,7 @@ class CachedStream:
             yield chunk, base, self._mix(chunk, base)
 
     def _mix(self, chunk: Chunk, base: np.ndarray) -> np.ndarray:
-        """[n, P]: one column per grid point (one column without --grid)."""
+        """[n, P]: one column per grid point (one column without ``grid``)."""
         hidden = chunk.hidden if self.setup.cls.needs_hidden else None
         cache_logp = self.cache.score(hidden, chunk.targets)
         return interpolate(base, cache_logp, weights(self.setup.s))

@@ -4,12 +4,12 @@ Per prediction t (see ``stream``), natural logs throughout:
 
 1. the model's log p(y_t) over the evaluation vocabulary (``vocab``): closed (the model's
    words, unknown -> <unk>) or union (model ∪ the split's types, paper 5.1);
-2. GroC, union: ``--downweight-new F`` scales the probability of words outside the model's
+2. GroC, union: ``downweight_new`` F scales the probability of words outside the model's
    training vocabulary and renormalises:
    log p'(y) = log p(y) + [y new] log F - log(1 - (1 - F) M_new), M_new = Σ_new p(w);
-3. ``--uniform-weight u``: p = (1 - u) p + u / |vocab| (needed by table models in union
+3. ``uniform_weight`` u: p = (1 - u) p + u / |vocab| (needed by table models in union
    mode, which give new words no mass);
-4. a cache: p = (1 - w) p + w p_cache (w = ``--cache-weight``, the cache's share;
+4. a cache: p = (1 - w) p + w p_cache (w = ``cache_weight``, the cache's share;
    Grave et al. 2017c's λ is w, the GroC paper's λ is 1 - w).
 
 ``model_logp`` in per-token records is the result of 1-3, ``final_logp`` of 4.
@@ -28,17 +28,17 @@ from ..artifacts import claim_output, provenance
 from ..caches import CacheContext
 from ..console import log, progress
 from ..environment import environment
-from ..errors import GrocError
+from ..errors import SettingError
 from ..models import output_layer_class
 from ..runtime import rebalance_threads, resolve_device
 from ..text.dataset import open_dataset
 from ..run_storage import Run
 from .cached import CachedStream, CacheSetup, cache_files, check_caches
 from .grid import add_grid, parse_grid, ppl, weights
-from .settings import EvalSettings, cache_kinds, check_unit
+from .settings import EvalSettings, cache_kinds, check_reading, check_split, check_unit, check_vocab
 from .states import open_states
 from .stream import Chunk, load_lexicon, load_model, model_chunks
-from .vocab import VOCAB_MODES, run_eval_vocab
+from .vocab import run_eval_vocab
 
 #: Step 3's u for a table model in union mode, unless one is given (``uniform_share``).
 TABLE_UNION_UNIFORM = 0.01
@@ -66,29 +66,25 @@ def mix_uniform(lp, uniform: float, vocab_size: int):
 
 def validate(s: EvalSettings, kind: str) -> None:
     """Everything that can be checked without the model. ``kind``: the run's output layer."""
-    if s.vocab not in VOCAB_MODES:
-        raise GrocError(f"--vocab {s.vocab!r}: expected one of {', '.join(VOCAB_MODES)}")
+    check_vocab(s.vocab)
     if s.cache not in cache_kinds():
-        raise GrocError(f"--cache {s.cache!r}: expected one of {', '.join(cache_kinds())}")
-    check_unit("--uniform-weight", s.uniform_weight)
-    check_unit("--downweight-new", s.downweight_new, low_open=True)
-    if s.checkpoint not in ("best", "last"):
-        raise GrocError(f"--checkpoint {s.checkpoint!r}: expected best or last")
-    if s.chunk < 1:
-        raise GrocError(f"--chunk {s.chunk}: must be >= 1")
+        raise SettingError(f"`cache` {s.cache!r}: expected one of {', '.join(cache_kinds())}")
+    check_unit("uniform_weight", s.uniform_weight)
+    check_unit("downweight_new", s.downweight_new, low_open=True)
+    check_reading(s.checkpoint, s.chunk)
     if s.downweight_new != 1.0 and not (output_layer_class(kind).composes_unseen_words and s.vocab == "union"):
-        raise GrocError("--downweight-new applies to GroC models with --vocab union only; drop it")
+        raise SettingError("`downweight_new` applies to GroC models with `vocab` union only; drop it")
     composes = output_layer_class(kind).composes_unseen_words
     table_union = not composes and s.vocab == "union"
     u = uniform_share(composes, s.vocab, s.uniform_weight)
     if table_union and u == 0:
-        raise GrocError(f"a {kind} model gives words outside its vocabulary no probability, so --vocab union "
-                        "needs --uniform-weight > 0 (default 0.01) or perplexity is infinite")
+        raise SettingError(f"a {kind} model gives words outside its vocabulary no probability, so `vocab` union "
+                           "needs `uniform_weight` > 0 (default 0.01) or perplexity is infinite")
     s.resolved["uniform_weight"] = u
     if s.grid is not None:
         s.resolved["grid"] = parse_grid(s.grid, s.cache)
-    for w in weights(s):  # --cache-weight, or its --grid list
-        check_unit("--cache-weight", w)
+    for w in weights(s):  # cache_weight, or its grid list
+        check_unit("cache_weight", w)
     check_caches(s)
 
 
@@ -107,7 +103,7 @@ def adjust(chunk: Chunk, model_size: int, vocab_size: int, downweight: float, un
 def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path | None = None, force: bool = False,
              states_dir: Path | None = None, vocab_given: bool = True, split_given: bool = True,
              grid_out: Path | None = None, verify: bool = False) -> dict:
-    """Evaluate; returns the JSON summary. With ``states_dir``, --vocab and --split default
+    """Evaluate; returns the JSON summary. With ``states_dir``, ``s.vocab`` and ``s.split`` default
     to the states' own (``*_given`` False). With ``s.grid`` every combination is scored in
     the same pass; the summary's perplexity is the best one's and ``grid`` lists them all.
     Each output file is locked from its check until it is written (one writer per output)."""
@@ -126,17 +122,16 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
     if states_dir is not None:
         states = open_states(states_dir)
         states.settle(s, vocab_given, split_given)
-    if not dataset.has_split(s.split):
-        have = ", ".join(dataset.manifest["splits"]) or "none"
-        raise GrocError(f"dataset {dataset.path} has no {s.split} split (it has: {have}); choose another --split")
+    check_split(dataset, s.split)
     validate(s, kind)
     if per_token is not None and s.grid is not None:
-        raise GrocError("--per-token records one setting: drop --grid, or evaluate the best grid setting again with --per-token")
+        raise SettingError("`per_token` records one setting: drop `grid`, or evaluate the best grid setting again with "
+                           "`per_token`")
     if grid_out is not None and s.grid is None:
-        raise GrocError("--grid-out needs --grid")
+        raise SettingError("`grid_out` needs `grid`")
     reads, writes = cache_files(s)
     inputs = (run_dir, dataset_dir, states_dir, s.lexicon, *reads)
-    for path, flag, what in ((per_token, "--per-token", "per-token table"), (grid_out, "--grid-out", "grid table"), *writes):
+    for path, flag, what in ((per_token, "`per_token`", "per-token table"), (grid_out, "`grid_out`", "grid table"), *writes):
         if path is not None:
             outputs.enter_context(claim_output(Path(path), force, flag, what, inputs))
     lexicon = load_lexicon(s.lexicon, kind)

@@ -1,5 +1,6 @@
 """``groc eval``'s settings: its own fields here, each registered cache's from the cache's own
 Settings dataclass (``caches.registry``), all given flat: ``EvalSettings(cache="local", theta=0.5)``.
+Messages name the settings in backticks (``errors``): the API's users read names, the command flags.
 
 The command-line options are generated from both (``commands/eval.py``); ``as_dict`` lists
 every setting, the caches' after ``cache_weight``, as in the JSON summary's ``settings``.
@@ -9,15 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..caches import CACHE_KINDS, setting_fields
 from ..caches.registry import grid_name
-from ..errors import GrocError, SettingError
+from ..errors import SettingError
+from ..errors import named as plain_names
 from ..settings import default_of, flag_of, setting
+
+#: The values of ``vocab``: the model's closed vocabulary, or its union with the split's types.
+VOCAB_MODES = ("model", "union")
 
 #: Fields of EvalSettings that are not settings.
 _STATE = ("resolved", "caches")
@@ -29,20 +33,20 @@ class EvalSettings:
 
     ``caches`` holds the registered caches' settings by name (one value for a setting several
     caches declare); ``of(cls)`` is one cache's Settings. ``resolved`` holds values the
-    evaluation derived (the default uniform weight, the parsed --grid)."""
+    evaluation derived (the default uniform weight, the parsed ``grid``)."""
 
-    split: str = setting("test", "The split to evaluate (the command's --split).", cli=False)
-    vocab: str = setting("model", "model or union (the command's --vocab).", cli=False)
+    split: str = setting("test", "The split to evaluate (an argument of the command).", cli=False)
+    vocab: str = setting("model", "model or union (an argument of the command).", cli=False)
     uniform_weight: float | None = setting(None, "u in p = (1-u) p_model + u/|vocab|. Default 0.01 for table models "
-                                           "with --vocab union (they give new words no mass), else 0.")
-    downweight_new: float = setting(1.0, "GroC, --vocab union: multiply the probability of words outside the training "
+                                           "with `vocab` union (they give new words no mass), else 0.")
+    downweight_new: float = setting(1.0, "GroC, `vocab` union: multiply the probability of words outside the training "
                                     "vocabulary by F and renormalise (before any cache).")
     cache: str = setting("none", "none or a registered cache kind (the option's help: ``option_help``).")
     cache_weight: float = setting(0.1, "w in p = (1-w) p_model + w p_cache: the cache's share. Grave et al. 2017c's λ "
                                   "is this share; the GroC paper's λ is 1 minus it.")
     grid: str | None = setting(None, "Cache settings scored in one pass (the option's help: ``option_help``).")
     lexicon: Path | None = setting(None, "GroC: use this lexicon table instead of the run's own (other coverage, "
-                                   "Table 4; relations of new words in --vocab union).")
+                                   "Table 4; relations of new words in `vocab` union).")
     checkpoint: str = setting("best", "best or last.")
     chunk: int = setting(256, "Positions run through the LSTM at once (results do not depend on it).")
     device: str = setting("auto", "auto, cpu, cuda or cuda:N.")
@@ -73,13 +77,13 @@ class EvalSettings:
     #: The setting that picks which caches' settings apply (``settings.kind_applies``).
     KIND_SETTING = "cache"
 
-    #: Eval's own settings that mix in a cache: without one (``--cache none``) they mean nothing.
+    #: Eval's own settings that mix in a cache: without one (``cache="none"``) they mean nothing.
     CACHE_MIXING = ("cache_weight",)
 
     @classmethod
     def kind_settings(cls, kind: str | None) -> set[str]:
         """Eval's own settings and those of cache ``kind`` (none: no cache's, nor the cache's
-        weight): ``--knn`` with ``--cache local`` is refused, not dropped."""
+        weight): ``knn`` with ``cache="local"`` is refused, not dropped."""
         own = {f.name for f in dataclasses.fields(cls) if f.name not in _STATE}
         chosen = CACHE_KINDS.get(kind)
         if chosen is None:
@@ -94,7 +98,7 @@ class EvalSettings:
     @classmethod
     def settings_classes(cls) -> list[type]:
         """EvalSettings and each registered cache's Settings: every setting of groc eval
-        (``settings.all_fields``; a --config file or KEY=VALUE may name any)."""
+        (``settings.all_fields``; a config file or KEY=VALUE may name any)."""
         return [cls, *(kind.Settings for kind in CACHE_KINDS.values())]
 
     def of(self, cls: type) -> Any:
@@ -118,20 +122,14 @@ def flags() -> dict[str, str]:
     return {f.name: flag_of(f) for f in fields + [f for f, _ in setting_fields()]}
 
 
-def flagged(text: str) -> str:
-    """A cache's message with each setting it names in backticks written as its flag."""
-    names = flags()
-    return re.sub(r"`(\w+)`", lambda m: names.get(m[1], m[0]), text)
-
-
 def named(text: str) -> str:
     """A cache's message with each setting it names in backticks written as the setting's name
-    (``load_run``, whose users read their own names; a command writes the first as its flag)."""
-    return re.sub(r"`(\w+)`", r"\1", text)
+    (``load_run``'s; ``errors.named``, which a GrocError's ``str`` applies anyway)."""
+    return plain_names(text)
 
 
 def cache_kinds() -> tuple[str, ...]:
-    """The values of --cache: none and every registered kind."""
+    """The values of ``cache``: none and every registered kind."""
     return ("none", *CACHE_KINDS)
 
 
@@ -142,7 +140,7 @@ def line_cache_kinds() -> tuple[str, ...]:
 
 
 def option_help() -> dict[str, str]:
-    """The help of --cache and --grid, which list the registered caches and their grid settings."""
+    """The help of ``cache`` and ``grid``, which list the registered caches and their grid settings."""
     kinds = [f"{kind} ({cls.source})" if cls.source else kind for kind, cls in CACHE_KINDS.items()]
     names = [f"{', '.join(grid_name(f) for f in dataclasses.fields(cls.Settings) if f.name in cls.grid)} ({kind})"
              for kind, cls in CACHE_KINDS.items() if cls.grid]
@@ -152,9 +150,30 @@ def option_help() -> dict[str, str]:
 
 
 def check_unit(name: str, value: float | None, low_open: bool = False) -> None:
-    """A weight in [0, 1] (``low_open``: in (0, 1]); None passes."""
+    """Setting ``name``'s weight in [0, 1] (``low_open``: in (0, 1]); None passes."""
     if value is None:
         return
     ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
     if not ok or math.isnan(value):
-        raise SettingError(f"{name} {value}: must be in {'(0, 1]' if low_open else '[0, 1]'}")
+        raise SettingError(f"`{name}` {value}: must be in {'(0, 1]' if low_open else '[0, 1]'}")
+
+
+def check_vocab(vocab: str) -> None:
+    """Setting ``vocab``, one of VOCAB_MODES (``groc eval``'s and ``groc dump``'s check)."""
+    if vocab not in VOCAB_MODES:
+        raise SettingError(f"`vocab` {vocab!r}: expected one of {', '.join(VOCAB_MODES)}")
+
+
+def check_reading(checkpoint: str, chunk: int) -> None:
+    """The settings by which ``groc eval`` and ``groc dump`` read a run's checkpoint (one check for both)."""
+    if checkpoint not in ("best", "last"):
+        raise SettingError(f"`checkpoint` {checkpoint!r}: expected best or last")
+    if chunk < 1:
+        raise SettingError(f"`chunk` {chunk}: must be >= 1")
+
+
+def check_split(dataset, split: str) -> None:
+    """Setting ``split`` names one of ``dataset``'s splits (eval's and dump's check)."""
+    if not dataset.has_split(split):
+        have = ", ".join(dataset.manifest["splits"]) or "none"
+        raise SettingError(f"dataset {dataset.path} has no {split} split (it has: {have}); choose another `split`")

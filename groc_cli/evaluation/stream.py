@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from ..errors import GrocError
+from ..errors import SettingError
 from ..models import output_layer_class
 from ..runtime import rebalance_threads
 from .vocab import EvalVocab
@@ -97,9 +97,9 @@ def load_lexicon(path, kind: str):
     if path is None:
         return None
     if not output_layer_class(kind).needs_lexicon:
-        raise GrocError(f"--lexicon applies to GroC models only (this run's output layer is {kind})")
+        raise SettingError(f"`lexicon` applies to GroC models only (this run's output layer is {kind})")
     if not Path(path).is_file():
-        raise GrocError(f"--lexicon {path}: no such file; build one with 'groc lexicon'")
+        raise SettingError(f"`lexicon` {path}: no such file; build one with 'groc lexicon'")
     from ..run_storage import read_lexicon
 
     return read_lexicon(Path(path), "build one with 'groc lexicon --vocab DATASET -o FILE'")

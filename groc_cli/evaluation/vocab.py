@@ -17,8 +17,7 @@ from ..errors import GrocError
 from ..models import output_layer_class
 from ..text.dataset import UNK, Dataset, model_index, word_ids
 from ..run_storage import read_vocab
-
-VOCAB_MODES = ("model", "union")
+from .settings import VOCAB_MODES, check_vocab  # noqa: F401 (VOCAB_MODES: for the readers of this module)
 
 
 @dataclass
@@ -51,8 +50,7 @@ class EvalVocab:
 def build_eval_vocab(model_words: list[str], dataset: Dataset, split: str, mode: str, compose_inputs: bool) -> EvalVocab:
     """``compose_inputs``: the model can embed any word (GroC), so in union mode its inputs
     use union ids too; table models read <unk> for words they have no row for."""
-    if mode not in VOCAB_MODES:
-        raise GrocError(f"--vocab {mode!r}: expected one of {', '.join(VOCAB_MODES)}")
+    check_vocab(mode)
     index, unk = model_index(model_words)
     split_ids = dataset.ids(split)  # the dataset's width: indexing needs no int64 copy of the split
     if split_ids.size < 2:

@@ -191,18 +191,18 @@ class SoftmaxComposed(Composed):
 
 class OutputLayer(nn.Module):
     """Interface of one output-embedding family (paper Table 2). A subclass registers itself
-    for ``--output-layer`` with ``registry.register_output_layer`` and declares its capabilities as
+    for ``output`` with ``registry.register_output_layer`` and declares its capabilities as
     class attributes; training and evaluation read these instead of the kind's name
     (docs/extending.md):
 
-    * ``needs_lexicon``: training needs a lexicon table (``--lexicon``), passed to
-      ``from_config``; a run keeps a copy, which evaluation reads back (and ``--lexicon``
-      may replace). Layers without it refuse ``--lexicon``.
+    * ``needs_lexicon``: training needs a lexicon table (``lexicon``), passed to
+      ``from_config``; a run keeps a copy, which evaluation reads back (and ``lexicon``
+      may replace). Layers without it refuse ``lexicon``.
     * ``composes_unseen_words``: ``set_vocab`` gives any word, seen in training or not,
       output and input rows computed from the parameters (no fresh random rows), and
       ``compose`` returns a ``SoftmaxComposed`` with ``input_weight``. Open-vocabulary
-      evaluation (``--vocab union``) then scores new words with the model itself (and
-      ``--downweight-new`` applies) and reads them as inputs by their composed rows; without
+      evaluation (``vocab`` union) then scores new words with the model itself (and
+      ``downweight_new`` applies) and reads them as inputs by their composed rows; without
       it new words get no model mass (a uniform share is mixed in) and are read as <unk>.
     * ``sparse_updates``: ``update_prob`` < 1 makes a training step compose the vocabulary
       with autograd only with that probability (paper B.4); ``embed`` must then re-embed

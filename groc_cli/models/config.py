@@ -67,12 +67,12 @@ class ModelConfig:
     output: str = setting("tied", "Output layer.", flag="--output-layer", choices=KINDS)
     emb: int = setting(300, "Embedding size (paper: 300 PTB, 256 WikiText-2).", low=1)
     hidden: int = setting(1024, "LSTM units of all but the last layer (paper: 1024).", low=1)
-    layers: int = setting(2, "LSTM layers; the last has --emb units.", low=1)
+    layers: int = setting(2, "LSTM layers; the last has `emb` units.", low=1)
     dropout: float = setting(0.65, "Hidden-unit dropout (paper: 0.65).", low=0, high=1, high_open=True)
     emb_dropout: float = setting(0.0, "Locked dropout on input embeddings (authors' code: 0.4, awd-lstm-lm's "
                                  "dropouti).", low=0, high=1, high_open=True)
-    layer_dropout: float | None = setting(None, "Locked dropout between LSTM layers (default: --dropout; authors' "
-                                          "code: 0.25, awd-lstm-lm's dropouth); --dropout stays the rate after the "
+    layer_dropout: float | None = setting(None, "Locked dropout between LSTM layers (default: `dropout`; authors' "
+                                          "code: 0.25, awd-lstm-lm's dropouth); `dropout` stays the rate after the "
                                           "last layer.", low=0, high=1, high_open=True)
     out_dropout: float = setting(0.0, "Variational dropout on output embeddings (Table 7 r).", low=0, high=1,
                                  high_open=True)
@@ -187,7 +187,7 @@ class CharEncoderSettings:
     char_filters: list[tuple[int, int]] = setting(help="Char-CNN (width, filters) pairs.", cli=False,
                                                   default_factory=_default_char_filters, check=_char_filters)
     char_init: str = setting("uniform", "Initialisation of the char-CNN: 'uniform' (byte embeddings in "
-                             "±--init-range, paper B.1; PyTorch's bounds for the convolution and highway), 'normal' "
+                             "±`init_range`, paper B.1; PyTorch's bounds for the convolution and highway), 'normal' "
                              "(byte embeddings N(0, 1)), or 'authors' (the authors' code: byte embeddings N(0, 1), "
                              "convolution, highway and projection weights in ±0.1, no projection bias; "
                              "docs/reproduction.md, fidelity).", choices=("uniform", "normal", "authors"))
@@ -210,9 +210,9 @@ class ProjectionSettings:
     projection_reg: float = setting(0.0, "λ of a d×d projection P before the output embedding, penalised by λ‖P‖² "
                                     "added to the per-token mean loss (Press & Wolf; their code's strength at batch B "
                                     "and BPTT T is 1/(13·B·T), docs/reproduction.md).", low=0)
-    projection_init: str = setting("identity", "With --projection-reg: 'identity' (P = I and no bias, so the untrained "
+    projection_init: str = setting("identity", "With `projection_reg`: 'identity' (P = I and no bias, so the untrained "
                                    "model equals the one without P) or 'authors' (Press & Wolf's code: P and a bias "
-                                   "after it in U(±--init-range)).", choices=("identity", "authors"))
+                                   "after it in U(±`init_range`)).", choices=("identity", "authors"))
 
     def validate(self) -> None:
         super().validate()
@@ -256,7 +256,7 @@ class GroCConfig(CharEncoderSettings, ResidualOutputSettings, ModelConfig):
     max_definition_words: int = setting(PAPER_DEFINITION_WORDS, "Definition words read per word (paper B.1: "
                                         f"{PAPER_DEFINITION_WORDS}).", low=0, cli=False)
     bias_activation: str | None = setting(None, "Activation of the composed bias b_v = act(w·e_v + a) (default: "
-                                          "--out-activation; authors' code: tanh).", choices=ACTIVATIONS)
+                                          "`out_activation`; authors' code: tanh).", choices=ACTIVATIONS)
     bias_dropout: float = setting(0.0, "Dropout on the composed bias's input e_v (authors' code: 0.2).",
                                   low=0, high=1, high_open=True)
     combine: str = setting("concat", "How the surface, relational and definitional encodings make e_x: 'concat', "

@@ -1,4 +1,4 @@
-"""The output layers by kind (``--output-layer``): each layer class registers itself under the
+"""The output layers by kind (the ``output`` setting): each layer class registers itself under the
 names it serves and declares, as class attributes, what it needs and what it can do.
 
     @register_output_layer("groc")
@@ -13,7 +13,7 @@ instead of comparing the kind's name, so a new output layer is one module under 
 with it (``config=``); see docs/extending.md. The capabilities and their defaults are documented on ``OutputLayer``
 (``common.py``).
 
-This module imports nothing, so that ``config.py`` can take ``--output-layer``'s choices from it
+This module imports nothing, so that ``config.py`` can take the ``output`` setting's choices from it
 without importing torch.
 """
 
@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-# kind -> layer class, in the order the kinds were registered (the order of --output-layer's choices).
+# kind -> layer class, in the order the kinds were registered (the order of the ``output`` setting's choices).
 _LAYERS: dict[str, type] = {}
 # kind -> its settings class (a ModelConfig subclass), for kinds that have settings of their own.
 _CONFIGS: dict[str, type] = {}
 
 
 def register_output_layer(*kinds: str, config: type | dict[str, type] | None = None):
-    """Class decorator: the decorated ``OutputLayer`` subclass serves ``--output-layer KIND`` for each
+    """Class decorator: the decorated ``OutputLayer`` subclass serves ``output`` KIND for each
     of ``kinds`` (one class may serve several, as ``TableOutput`` does lookup, tied, bilinear and
     deep-residual). ``config`` is the kinds' settings class (a ``ModelConfig`` subclass), or one per
     kind by name; a kind without one has ``ModelConfig``'s settings only. A kind already taken by
@@ -58,7 +58,7 @@ def config_of(kind: str) -> type | None:
 
 
 def output_layer_class(kind: str) -> type:
-    """The class registered for ``--output-layer kind``; ValueError naming the known kinds otherwise."""
+    """The class registered for ``output`` kind; ValueError naming the known kinds otherwise."""
     try:
         return _LAYERS[kind]
     except (KeyError, TypeError):

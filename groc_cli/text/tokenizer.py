@@ -79,7 +79,7 @@ def decode_lines(stream: BinaryIO, errors: str = "strict", name: str = "input") 
         except UnicodeDecodeError as exc:
             raise GrocError(
                 f"{name} line {number}: invalid UTF-8 at byte {exc.start} of the line; "
-                "fix the file or pass --errors replace"
+                "fix the file or pass `errors` replace"
             ) from None
         yield text.rstrip("\r\n")
 

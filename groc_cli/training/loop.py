@@ -6,7 +6,7 @@ x0.1 after 4 epochs without validation improvement, early stop after 8. Zaremba 
 (``optimizer=sgd``) and a learning rate that follows the epoch count (``schedule=epochs``).
 Checkpoints carry
 the optimizer, the schedule, every RNG state, the carried hidden state and the data
-position, so `--resume` ends with the same weights and metrics as an uninterrupted run.
+position, so resuming ends with the same weights and metrics as an uninterrupted run.
 
 A run directory holds two metrics tables: `metrics.parquet`, one row per epoch (train and
 validation perplexity), and `steps.parquet`, one row per optimizer step (loss, learning rate,
@@ -52,7 +52,7 @@ class TrainConfig:
     optimizer: str = setting("adam", "Optimizer: 'adam' (paper B.1) or 'sgd', plain SGD without momentum (Zaremba et al. "
                              "2014; Press & Wolf's small models).", choices=OPTIMIZERS)
     lr: float = setting(1e-3, "Learning rate (paper B.1: Adam 1e-3). The loss is a per-token mean: the SGD rate 1.0 of "
-                        "code that sums the loss over BPTT steps (Zaremba et al.'s) is --lr 1.0×BPTT here.",
+                        "code that sums the loss over BPTT steps (Zaremba et al.'s) is `lr` 1.0×BPTT here.",
                         low=0, low_open=True)
     batch_size: int = setting(20, "Parallel streams per step (paper: 20).", low=1)
     eval_batch_size: int = setting(10, "Streams for validation.", low=1)
@@ -60,15 +60,15 @@ class TrainConfig:
     clip: float = setting(0.1, "Gradient-norm clip (paper: 0.1; 0 disables). Of the per-token mean loss's gradient: "
                           "a clip c of a loss summed over BPTT steps is c/BPTT here.", low=0)
     max_epochs: int = setting(100, "Most epochs (early stopping usually ends sooner).", low=1)
-    schedule: str = setting("plateau", "Learning-rate schedule: 'plateau' (paper B.1: × --lr-decay after --lr-patience "
-                            "epochs without validation improvement) or 'epochs' (Zaremba et al.: × --lr-decay after "
-                            "every epoch once --lr-decay-after epochs have passed).", choices=SCHEDULES)
+    schedule: str = setting("plateau", "Learning-rate schedule: 'plateau' (paper B.1: × `lr_decay` after `lr_patience` "
+                            "epochs without validation improvement) or 'epochs' (Zaremba et al.: × `lr_decay` after "
+                            "every epoch once `lr_decay_after` epochs have passed).", choices=SCHEDULES)
     lr_decay: float = setting(0.1, "Learning-rate factor of a decay (paper B.1: 0.1; Zaremba et al.'s small model: 0.5).",
                               low=0, high=1, low_open=True)
     lr_patience: int = setting(4, "plateau schedule: epochs without validation improvement before decaying the learning "
                                "rate (paper: 4).", low=1)
     lr_decay_after: int = setting(4, "epochs schedule: epochs before the decays start; the learning rate is multiplied "
-                                  "by --lr-decay at the end of each later epoch (Zaremba et al.'s code and the "
+                                  "by `lr_decay` at the end of each later epoch (Zaremba et al.'s code and the "
                                   "TensorFlow tutorial: 4, so epochs 1-5 run at the full rate, epoch 6 at half).", low=0)
     patience: int = setting(8, "Epochs without validation improvement before stopping (paper: 8).", low=1)
     max_tokens: int | None = setting(None, "Stop after this many training tokens.", low=1)
@@ -80,7 +80,7 @@ class TrainConfig:
                               "(Merity et al. 2018; authors' code: 2).", low=0)
     tar_beta: float = setting(0.0, "Temporal activation regularization β·mean((h_t − h_{t−1})²) on the last layer's "
                               "output before dropout (authors' code: 1).", low=0)
-    seed: int = setting(1, "Seed for initialisation, dropout and --update-prob draws.")
+    seed: int = setting(1, "Seed for initialisation, dropout and `update_prob` draws.")
     amp: bool = setting(False, "bfloat16 mixed precision on CUDA (ignored on CPU). Off by default: the convolutional "
                         "output layer diverged under it at the paper's size (docs/reproduction.md).")
     checkpoint_every: int = setting(0, "Also checkpoint every N steps (0: at epoch ends).", low=0)
@@ -349,12 +349,12 @@ class Trainer:
                 if not math.isfinite(value):
                     raise NonFiniteLoss(
                         f"non-finite loss ({value}) at epoch {self.pos.epoch}, step {self.pos.step + 1}: "
-                        "lower --lr or --clip"
+                        "lower `lr` or `clip`"
                     )
                 if not math.isfinite(norm_value):
                     raise NonFiniteLoss(
                         f"non-finite gradient norm at epoch {self.pos.epoch}, step {self.pos.step + 1} (the weights were "
-                        "not updated): lower --lr"
+                        "not updated): lower `lr`"
                     )
                 self.optimizer.step()
                 tokens = y.numel() * self.world

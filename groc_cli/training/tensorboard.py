@@ -1,4 +1,4 @@
-"""`--tensorboard DIR`: a run's curves through TensorBoard's own event writer.
+"""``tensorboard`` DIR: a run's curves through TensorBoard's own event writer.
 
 The same numbers as `steps.parquet` and `metrics.parquet` (the run directory keeps those either
 way): per optimizer step `train/loss` (nats a token), `train/objective` (what was minimized, with
@@ -26,7 +26,7 @@ def writer_class():
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        raise GrocError("--tensorboard needs the tensorboard package: pip install 'groc-cli[tensorboard]' (or pip install tensorboard)") from None
+        raise GrocError("`tensorboard` needs the tensorboard package: pip install 'groc-cli[tensorboard]' (or pip install tensorboard)") from None
     return SummaryWriter
 
 

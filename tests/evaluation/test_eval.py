@@ -163,11 +163,11 @@ def test_bad_inputs_fail_in_one_line_and_write_nothing(runs, tmp_path, args, mes
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(knn=0, cache="unbounded"), "--knn"),
-    (dict(cache="lru"), "--cache"),
-    (dict(vocab="union", uniform_weight=0.0), "--uniform-weight"),
-    (dict(downweight_new=0.5), "--downweight-new"),
-    (dict(vocab="open"), "--vocab"),
+    (dict(knn=0, cache="unbounded"), "knn"),
+    (dict(cache="lru"), "cache"),
+    (dict(vocab="union", uniform_weight=0.0), "uniform_weight"),
+    (dict(downweight_new=0.5), "downweight_new"),
+    (dict(vocab="open"), "vocab"),
     (dict(cache="unbounded", index="IVF4,Flat", index_train=2, knn=8), "inverted lists"),
 ])
 def test_bad_settings_raise_one_line_errors(runs, kw, message):

@@ -88,9 +88,9 @@ def test_lexicon_at_evaluation_changes_groc_only(runs, tmp_path):
     (dict(cache="unbounded", index="IVF1024,Flat", knn=8), "inverted lists need at least 1,024"),
     (dict(cache="local", grid="knn=4"), "does not apply to the local cache"),
     (dict(cache="local", grid="theta=a,b"), "not a list of numbers"),
-    (dict(cache="local", grid="cache-weight=0.1,2"), "--cache-weight 2.0"),
+    (dict(cache="local", grid="cache-weight=0.1,2"), "cache_weight 2.0"),
     (dict(grid="cache-weight=0.1"), "needs a cache"),
-    (dict(cache="local", index_save="x.index"), "--cache unbounded only"),
+    (dict(cache="local", index_save="x.index"), "cache unbounded only"),
 ])
 def test_bad_grid_and_datastore_settings_fail_before_any_work(runs, kw, message):
     with pytest.raises(GrocError, match=message) as info:

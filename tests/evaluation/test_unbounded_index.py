@@ -51,7 +51,7 @@ def test_index_the_cache_cannot_use_is_refused_before_any_work(runs, states, no_
     with pytest.raises(GrocError, match=message) as info:
         one(runs, states, cache="unbounded", index=index, knn=8)
     text = str(info.value)
-    assert text.startswith(f"--index '{index}'") and "\n" not in text
+    assert text.startswith(f"index '{index}'") and "\n" not in text
 
 
 # These crashed the process today (a segmentation fault, an abort).
@@ -75,7 +75,7 @@ def test_index_load_of_an_inner_product_index_is_refused(runs, states, tmp_path)
     path.with_name("ip.faiss.json").write_text(json.dumps({"factory": "IVF4,Flat", "dim": 16}))
     with pytest.raises(GrocError, match="inner product") as info:
         one(runs, states, cache="unbounded", index="IVF4,Flat", knn=8, index_load=str(path))
-    assert str(info.value).startswith("--cache unbounded: trained index") and "\n" not in str(info.value)
+    assert str(info.value).startswith("cache unbounded: trained index") and "\n" not in str(info.value)
 
 
 def test_flat_index_saved_then_loaded(runs, states, tmp_path):
@@ -101,11 +101,11 @@ def test_datastore_disk_gives_the_in_memory_results(runs, states, tmp_path):
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(datastore="disk", index="IVF4,PQ4"), "--index 'IVF4,PQ4' has no exact refinement stage"),
-    (dict(datastore="disk", index="IVF4,PQ4,RFlat", states=False), "add --states DIR"),
-    (dict(datastore="disk", cache="local"), "--cache unbounded only"),
-    (dict(datastore="ssd"), "--datastore 'ssd': expected one of memory, disk"),
-    (dict(nprobe=0), "--nprobe 0"),
+    (dict(datastore="disk", index="IVF4,PQ4"), "index 'IVF4,PQ4' has no exact refinement stage"),
+    (dict(datastore="disk", index="IVF4,PQ4,RFlat", states=False), "add states DIR"),
+    (dict(datastore="disk", cache="local"), "cache unbounded only"),
+    (dict(datastore="ssd"), "datastore 'ssd': expected one of memory, disk"),
+    (dict(nprobe=0), "nprobe 0"),
 ])
 def test_bad_datastore_settings_fail_in_one_line_before_any_work(runs, states, no_work, kw, message):
     kw = {"cache": "unbounded", "knn": 8, **kw}
@@ -146,10 +146,10 @@ def test_search_torch_gives_faiss_flat_perplexity_in_memory_and_from_disk(runs, 
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(search="torch", index="IVF4,PQ4"), "--search torch is exact search, in place of FAISS's 'Flat': give --index Flat"),
-    (dict(search="torch", cache="local"), "--search torch applies to --cache unbounded only"),
-    (dict(search="gpu"), "--search 'gpu': expected one of auto, faiss, torch"),
-    (dict(datastore="disk", index="Flat"), "or search exactly with --index Flat and --search torch"),
+    (dict(search="torch", index="IVF4,PQ4"), "search torch is exact search, in place of FAISS's 'Flat': give index Flat"),
+    (dict(search="torch", cache="local"), "search torch applies to cache unbounded only"),
+    (dict(search="gpu"), "search 'gpu': expected one of auto, faiss, torch"),
+    (dict(datastore="disk", index="Flat"), "or search exactly with index Flat and search torch"),
 ])
 def test_bad_search_settings_fail_in_one_line_before_any_work(runs, states, no_work, kw, message):
     kw = {"cache": "unbounded", "knn": 8, **kw}

@@ -143,7 +143,7 @@ def test_a_new_output_layer_needs_nothing_in_training_or_evaluation(scaled_tied,
     assert 1 < closed["perplexity"] < len(vocab) * 3
     # Like the table layers, it gives unseen words no mass of its own: eval mixes in the uniform share.
     assert union["settings"]["uniform_weight"] == 0.01
-    with pytest.raises(Exception, match="--downweight-new applies to GroC models"):
+    with pytest.raises(Exception, match="^downweight_new applies to GroC models with vocab union only"):
         evaluate(tmp_path / "run", data, EvalSettings(split="test", vocab="union", downweight_new=0.5, device="cpu"))
 
     scores = load_run(tmp_path / "run").score(["the cat sat", "the zebra ran"])
