@@ -74,11 +74,12 @@ def write_stdout(text: str, flush: bool = False) -> None:
 
 @contextlib.contextmanager
 def progress(description: str, total: int | None, unit: str = "") -> Iterator:
-    """A rich progress bar on stderr; yields advance(n). Quiet when stderr is not a terminal."""
+    """A rich progress bar on stderr; yields advance(n). Quiet when stderr is not a terminal. The
+    settings ``description`` names in backticks are written as log lines write them."""
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()]
     if unit:
         columns.append(TextColumn(unit))
     columns += [TimeElapsedColumn(), TimeRemainingColumn()]
     with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task(description, total=total)
+        task = bar.add_task(setting_names(description), total=total)
         yield lambda n=1: bar.advance(task, n)

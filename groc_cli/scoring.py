@@ -14,6 +14,7 @@ from typing import Iterable, Iterator
 
 from .console import strict_json
 from .evaluation.settings import EvalSettings
+from .errors import SettingError
 from .settings import check_fields, setting
 
 
@@ -24,13 +25,13 @@ class ScoreSettings:
 
     tokenize: bool = setting(False, "Moses-tokenize each line first (raw text); by default lines are already tokenized "
                              "(split on whitespace).", negation=False)
-    lower: bool = setting(False, "With --tokenize: lowercase, as 'groc tokenize --lower'.", negation=False)
-    vocab: str = setting("union", "union: open vocabulary, as 'eval --vocab union' (GroC composes unseen words; table "
+    lower: bool = setting(False, "With `tokenize`: lowercase, as 'groc tokenize --lower'.", negation=False)
+    vocab: str = setting("union", "union: open vocabulary, as 'eval `vocab` union' (GroC composes unseen words; table "
                          "models give them a uniform share of 0.01), over the model's words plus the line's new words. "
                          "model: closed vocabulary, unseen words scored as <unk>.", choices=("model", "union"))
     reset_per_line: bool = setting(True, "Score each line from the run's start state (the mean state after <eos> of "
                                    "held-out text; default), or carry the state from line to line as one document "
-                                   "starting from zeros (as 'groc eval').", negation="--one-stream")
+                                   "starting from zeros (as 'groc eval').", negation="one-stream")
     log10: bool = setting(False, "Write base-10 log-probabilities (KenLM's convention) instead of natural logs.",
                           negation=False)
     per_word: bool = setting(False, "Add each token's log-probability (the line's words, then <eos>).", negation=False)
@@ -39,7 +40,7 @@ class ScoreSettings:
     def __post_init__(self) -> None:
         check_fields(self)
         if self.lower and not self.tokenize:
-            raise ValueError("lower applies with --tokenize only (tokenized input is scored as it is)")
+            raise SettingError("`lower` applies with `tokenize` only (tokenized input is scored as it is)")
 
 
 def run_score(settings: ScoreSettings, run, lines: Iterable[str], cache: str = "none",

@@ -33,7 +33,7 @@ def setting(default: Any = MISSING, help: str = "", *, flag: str | None = None, 
 
     flag: the option's name (default: two dashes, then the field name with dashes); short: a
     one-letter alias ("-j"); negation: booleans get an option and its negative ("no-" before the
-    name), or the negative it names ("--keep-case" is a command line's text, given by the field),
+    name), or the negative's own name ("keep-case", which the option spells with two dashes),
     or (False) a plain switch; choices: allowed values; low/high: bounds
     (`*_open`: strict); parse: turns the option's text into the value (e.g. "2k,7k" into
     [2000, 7000]); cli False: settable from a config file only; check: takes a value that is

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from groc_cli.cli import command as click_command
 from groc_cli.commands import SUMMARIES
+from groc_cli.commands._settings import help_text
 from groc_cli.evaluation.compare import CompareSettings
 from groc_cli.evaluation.settings import EvalSettings, option_help
 from groc_cli.evaluation.states import DumpSettings
@@ -79,14 +80,14 @@ def test_every_option_of_a_stage_is_its_field(name):
             if m["short"]:
                 assert m["short"] in option.opts, (name, f.name, option.opts)
             if isinstance(m["negation"], str) and option.is_flag:
-                assert m["negation"] in option.secondary_opts, (name, f.name, option.secondary_opts)
+                assert f"--{m['negation']}" in option.secondary_opts, (name, f.name, option.secondary_opts)
             default = defaults.get(f.name, default_of(f))
             if default is ...:  # a command's required option (dump's --split)
                 assert option.required, (name, f.name)
             else:
                 assert option.default == _shown(f, default), (name, f.name)
             choices = f" One of: {', '.join(m['choices'])}." if m["choices"] and m["parse"] is None else ""
-            help = helps.get(f.name, help_of(cls, f))
+            help = help_text(helps.get(f.name, help_of(cls, f)))  # settings it names in backticks as flags
             assert option.help in (escape(help) + choices, escape(help)), (name, f.name, option.help)
 
 
@@ -107,15 +108,19 @@ def test_no_command_declares_a_setting_by_hand(name):
     ("groc_cli.lexicon.extract:LexiconSettings", {"keep_fraction": 1.5}, "keep_fraction must be in [0, 1], got 1.5"),
     ("groc_cli.evaluation.compare:CompareSettings", {"names": "a"}, "names 'a': give two names"),
     ("groc_cli.evaluation.compare:CompareSettings", {"column": "x"}, "column must be one of final, model"),
-    ("groc_cli.scoring:ScoreSettings", {"lower": True}, "lower applies with --tokenize only"),
+    ("groc_cli.scoring:ScoreSettings", {"lower": True}, "lower applies with tokenize only"),
     ("groc_cli.text.tokenizer:TokenizeSettings", {"jobs": 0}, "jobs must be a finite number >= 1, got 0"),
 ])
 def test_the_settings_name_the_setting_that_fixes_a_value(cls_path, values, message):
-    """The library's checks name the setting (the command layer turns the name into its flag)."""
+    """The library's checks name the setting (the command layer turns the name into its flag): a
+    field's own check raises ValueError, a check of fields together SettingError (both caught by
+    the command's ``setting_errors``)."""
     import importlib
 
+    from groc_cli.errors import SettingError
+
     module, _, name = cls_path.partition(":")
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises((ValueError, SettingError)) as caught:
         getattr(importlib.import_module(module), name)(**values)
     assert str(caught.value).startswith(message)
 

@@ -60,7 +60,7 @@ def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str) -> insp
         option = typer.Option(shown, flag, help=help)
     elif hint is bool or hint == Optional[bool]:
         annotation = bool
-        negation = m["negation"] if isinstance(m["negation"], str) else f"--no-{flag[2:]}"
+        negation = f"--{m['negation']}" if isinstance(m["negation"], str) else f"--no-{flag[2:]}"
         decls = (f"{flag}/{negation}",) if m["negation"] else (flag,)
         option = typer.Option(default, *decls, *_short(m), help=help)
     else:
@@ -130,7 +130,8 @@ def setting_errors(ctx, catch: tuple = (ValueError, SettingError)):
 
 def with_flags(exc: BaseException | str, names: dict[str, str], first: bool = False) -> str:
     """The message of ``exc`` (an exception or a log line) as the command says it: each setting named in backticks written as its
-    flag (``names``: the running command's, else any setting's flag, else the plain name), and, with
+    flag (``names``: the running command's, else any setting's flag, else the flag its name makes:
+    prepare's `train` in train's "prepare it with `train`"), and, with
     ``first``, a message that starts with a setting's name (``check_fields``'s "lr must be ...")
     starting with its flag. The one place where a setting's name becomes a flag (cli.py's handler
     calls it for an error raised outside ``setting_errors``)."""
@@ -138,7 +139,7 @@ def with_flags(exc: BaseException | str, names: dict[str, str], first: bool = Fa
     name, _, rest = text.partition(" ")
     if first and name in names:
         text = f"{names[name]} {rest}"
-    return SETTING_NAME.sub(lambda m: names.get(m[1]) or setting_flags().get(m[1], m[1]), text)
+    return SETTING_NAME.sub(lambda m: names.get(m[1]) or flag_of_name(m[1]), text)
 
 
 @functools.cache
@@ -155,12 +156,18 @@ def setting_flags() -> dict[str, str]:
             for f in S.all_fields(cls)}
 
 
+def flag_of_name(name: str) -> str:
+    """The flag of the setting or option ``name`` whatever the command: the setting's, else the
+    flag its name makes (another command's option: prepare's `train`, eval's `states`)."""
+    return setting_flags().get(name) or "--" + name.replace("_", "-")
+
+
 def help_text(help: str) -> str:
     """A setting's help as its option shows it: the settings it names in backticks as flags (another
     option of the command, eval's `states`, by the flag its name makes)."""
     if "`" not in help:
         return help
-    return SETTING_NAME.sub(lambda m: setting_flags().get(m[1]) or "--" + m[1].replace("_", "-"), help)
+    return SETTING_NAME.sub(lambda m: flag_of_name(m[1]), help)
 
 
 CONFIG = typer.Option(None, "--config", help="Settings from a JSON or TOML file (a run's config.json works); flags "

@@ -42,16 +42,16 @@ class LexiconSettings:
                                  low=0, high=MAX_ENTRIES)
     max_definition: int = setting(PAPER_DEFINITION_WORDS, "Most definition tokens per word (paper B.1: "
                                   f"{PAPER_DEFINITION_WORDS}).", low=0, high=MAX_ENTRIES)
-    lower: bool = setting(True, "Lowercase relation and definition words, like the corpora.", negation="--keep-case")
+    lower: bool = setting(True, "Lowercase relation and definition words, like the corpora.", negation="keep-case")
     keep_fraction: float = setting(1.0, "Keep this seeded random share of covered words (paper Table 4).", low=0, high=1)
-    seed: int = setting(1, "Seed for --keep-fraction.")
+    seed: int = setting(1, "Seed for `keep_fraction`.")
     jobs: int = setting(1, "Processes for tokenizing definitions.", short="-j", low=1)
 
     def __post_init__(self) -> None:
         check_fields(self)
 
     def arguments(self) -> dict:
-        """The settings the table's provenance records (after the --vocab it was built for)."""
+        """The settings the table's provenance records (after the `vocab` it was built for)."""
         return {"max_relations": self.max_relations, "max_definition": self.max_definition, "lower": self.lower,
                 "keep_fraction": self.keep_fraction, "seed": self.seed}
 

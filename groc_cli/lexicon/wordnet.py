@@ -36,7 +36,7 @@ LEXNAMES = (
 HOW_TO_GET = (
     "WordNet not found: install Debian's package (apt-get install wordnet-base), "
     "or run python -c \"import nltk; nltk.download('wordnet')\" where a network is available, "
-    "or pass --wordnet DIR with the WordNet database files"
+    "or pass `wordnet` DIR with the WordNet database files"
 )
 
 
@@ -114,11 +114,11 @@ def open_wordnet(spec: str = "auto") -> WordNetSource:
     if spec != "auto":
         path = Path(spec)
         if not path.is_dir():
-            raise GrocError(f"--wordnet {spec}: not a directory; give a directory with WordNet's index.* and data.* files, or 'auto'")
+            raise GrocError(f"`wordnet` {spec}: not a directory; give a directory with WordNet's index.* and data.* files, or 'auto'")
         for candidate in (path, path / "dict", path / "corpora" / "wordnet"):
             if _is_wordnet_dir(candidate):
                 return _open_dir(candidate)
-        raise GrocError(f"--wordnet {spec}: no WordNet database here (expected index.noun, data.noun, ...)")
+        raise GrocError(f"`wordnet` {spec}: no WordNet database here (expected index.noun, data.noun, ...)")
     try:
         pointer = nltk.data.find("corpora/wordnet")
         reader = _reader(pointer)

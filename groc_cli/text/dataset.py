@@ -12,7 +12,7 @@ Layout (format version 1, documented in docs/formats.md):
 Ids index `vocab.parquet`, which lists every type seen in any split. The training
 vocabulary (`in_vocab`) takes ids 0..V-1, in descending training frequency (ties by
 string), so frequency-binned models read cutoffs directly from ids; types outside it
-(rare training words cut by --min-count/--max-vocab, words only in valid/test) follow.
+(rare training words cut by `min_count`/`max_vocab`, words only in valid/test) follow.
 Splits keep the original ids, so one dataset serves closed-vocabulary evaluation (map
 ids >= V to <unk>) and open-vocabulary evaluation (use the words themselves).
 """
@@ -59,15 +59,15 @@ def parse_budgets(text: str) -> list[int | None]:
             continue
         match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)", part)
         if not match:
-            raise GrocError(f"--split {text!r}: expected token budgets like 2M,2M,10M (K/M/G suffixes, 'rest')")
+            raise GrocError(f"`split` {text!r}: expected token budgets like 2M,2M,10M (K/M/G suffixes, 'rest')")
         value = float(match.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[match.group(2)]
         if value <= 0:
-            raise GrocError(f"--split {text!r}: budgets must be positive")
+            raise GrocError(f"`split` {text!r}: budgets must be positive")
         budgets.append(int(value))
     if not 1 <= len(budgets) <= 3:
-        raise GrocError(f"--split {text!r}: give one to three budgets (train[,valid[,test]])")
+        raise GrocError(f"`split` {text!r}: give one to three budgets (train[,valid[,test]])")
     if None in budgets[:-1]:
-        raise GrocError(f"--split {text!r}: only the last budget may be 'rest'")
+        raise GrocError(f"`split` {text!r}: only the last budget may be 'rest'")
     return budgets
 
 
@@ -113,7 +113,7 @@ def build_vocabulary(train_counts: Counter, min_count: int, max_vocab: int | Non
     """Training vocabulary in descending frequency (ties by string); <unk> (and <eos>) always included."""
     specials = [UNK] + ([EOS] if eos else [])
     if max_vocab is not None and max_vocab <= len(specials):
-        raise GrocError(f"--max-vocab {max_vocab} leaves no room for words besides {' and '.join(specials)}")
+        raise GrocError(f"`max_vocab` {max_vocab} leaves no room for words besides {' and '.join(specials)}")
     ranked = sorted(train_counts.items(), key=lambda kv: (-kv[1], kv[0]))
     words = [w for w, c in ranked if c >= min_count and w not in specials]
     if max_vocab is not None:
@@ -202,7 +202,7 @@ def _checksum_start(vocab_words: list[str], in_vocab: int):
 
 
 def content_checksum(vocab_words: list[str], arrays: dict[str, np.ndarray], in_vocab: int) -> str:
-    """The checksum `prepare` records, computed from words and whole id arrays (`--verify`)."""
+    """The checksum `prepare` records, computed from words and whole id arrays (`verify`)."""
     digest = _checksum_start(vocab_words, in_vocab)
     for name in SPLITS:
         if name in arrays:
@@ -264,15 +264,15 @@ def _check_content(scan: Scan, vocab: list[str], min_count: int, max_vocab: int 
         raise GrocError(f"{scan.labels['train']} has no words besides {' and '.join(specials)}; give a text with words in it")
     if all(word in specials for word in vocab):
         count, word = max(real)
-        raise GrocError(f"--min-count {min_count} keeps no training word besides {' and '.join(w for w in specials if w in vocab)} (the most "
-                        f"frequent, {word!r}, occurs {count:,} times); lower --min-count")
+        raise GrocError(f"`min_count` {min_count} keeps no training word besides {' and '.join(w for w in specials if w in vocab)} (the most "
+                        f"frequent, {word!r}, occurs {count:,} times); lower `min_count`")
     known = set(vocab)
     unk = train.get(UNK, 0) + sum(count for word, count in train.items() if word not in known)
     share = unk / scan.stats["train"].tokens
     if share > UNK_WARNING_SHARE:
-        fixes = [f"lower --min-count (now {min_count})"] if min_count > 1 else []
+        fixes = [f"lower `min_count` (now {min_count})"] if min_count > 1 else []
         if max_vocab is not None:
-            fixes.append(f"raise --max-vocab (now {max_vocab:,})")
+            fixes.append(f"raise `max_vocab` (now {max_vocab:,})")
         why = f"; {' or '.join(fixes)} to keep more words" if fixes else " in the input itself"
         log(f"warning: {100 * share:.1f}% of the training tokens are <unk>{why}")
 
@@ -473,7 +473,7 @@ def open_dataset(path: Path, verify: bool = False) -> Dataset:
     """Open a dataset directory and check it before any work. Always, as it is cheap: every file is
     readable Parquet with groc's columns, has the size the manifest records and carries its
     checksum, and the vocabulary's per-split counts add up to the recorded tokens and types. With
-    `verify` (--verify), every split is read: its tokens must be those the vocabulary counts, and
+    `verify`, every split is read: its tokens must be those the vocabulary counts, and
     the words and ids together must give the manifest's content checksum."""
     path = Path(path)
     if not path.is_dir():
@@ -513,17 +513,17 @@ def open_dataset(path: Path, verify: bool = False) -> Dataset:
 
 
 def _verify_content(dataset: Dataset) -> None:
-    """--verify: each split's ids are the tokens the vocabulary counts for it (which names a damaged
+    """`verify`: each split's ids are the tokens the vocabulary counts for it (which names a damaged
     split), then words and ids together give the manifest's checksum (which also covers the
     words themselves and the order of the ids, that no count shows)."""
     arrays = {name: dataset.ids(name) for name in dataset.manifest["splits"]}
     for name, ids in arrays.items():
         if not np.array_equal(np.bincount(ids, minlength=len(dataset.words)), dataset.counts[name]):
             raise DamagedInput(dataset.split_file(name), "does not hold the tokens that vocab.parquet counts for it "
-                               "(--verify)", dataset.rebuild)
+                               "(`verify`)", dataset.rebuild)
     if content_checksum(dataset.words, arrays, dataset.vocab_size) != dataset.checksum:
         raise DamagedInput(dataset.path / "vocab.parquet", "(its words) or the order of the splits' ids no longer give "
-                           "manifest.json's checksum (--verify)", dataset.rebuild)
+                           "manifest.json's checksum (`verify`)", dataset.rebuild)
 
 
 def vocab_for_lexicon(path: Path) -> tuple[list[str], list[str]]:
@@ -543,14 +543,14 @@ def read_vocab_words(path: Path) -> list[str]:
     if path.is_dir():
         return open_dataset(path).vocab
     if not path.exists():
-        raise GrocError(f"--vocab {path}: no such file or directory")
+        raise GrocError(f"`vocab` {path}: no such file or directory")
     if path.suffix == ".parquet":
         try:
             schema = pq.read_schema(path)
         except Exception:
-            raise GrocError(f"--vocab {path} is not a readable Parquet file") from None
+            raise GrocError(f"`vocab` {path} is not a readable Parquet file") from None
         if "word" not in schema.names:
-            raise GrocError(f"--vocab {path}: Parquet file has no 'word' column (columns: {', '.join(schema.names)}); give a dataset's vocab.parquet")
+            raise GrocError(f"`vocab` {path}: Parquet file has no 'word' column (columns: {', '.join(schema.names)}); give a dataset's vocab.parquet")
         table = pq.read_table(path)
         if "in_vocab" in table.column_names:
             mask = table.column("in_vocab").to_numpy(zero_copy_only=False)
@@ -559,23 +559,23 @@ def read_vocab_words(path: Path) -> list[str]:
     with open(path, "rb") as handle:
         head = handle.read(8192)
     if not head:
-        raise GrocError(f"--vocab {path} is empty")
+        raise GrocError(f"`vocab` {path} is empty")
     if b"\x00" in head or head.startswith(b"PAR1"):
-        raise GrocError(f"--vocab {path} is binary; give a dataset directory, a vocab.parquet or a text file with one word per line")
+        raise GrocError(f"`vocab` {path} is binary; give a dataset directory, a vocab.parquet or a text file with one word per line")
     words = []
     for number, raw in enumerate(open(path, "rb"), start=1):
         try:
             line = raw.decode("utf-8").strip()
         except UnicodeDecodeError:
-            raise GrocError(f"--vocab {path} line {number}: invalid UTF-8") from None
+            raise GrocError(f"`vocab` {path} line {number}: invalid UTF-8") from None
         if not line:
             continue
         parts = line.split()
         if len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
-            raise GrocError(f"--vocab {path} line {number}: expected 'word' or 'word count', got {line[:60]!r}")
+            raise GrocError(f"`vocab` {path} line {number}: expected 'word' or 'word count', got {line[:60]!r}")
         words.append(parts[0])
     if not words:
-        raise GrocError(f"--vocab {path} has no words")
+        raise GrocError(f"`vocab` {path} has no words")
     return words
 
 

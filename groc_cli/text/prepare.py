@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..artifacts import claim_output
 from ..console import log
-from ..errors import GrocError
+from ..errors import GrocError, SettingError
 from ..settings import check_fields, setting
 from .dataset import SPLITS, count_splits, file_record, parse_budgets, write_dataset
 from .io import TokenLines, check_input_file
@@ -38,20 +38,20 @@ class PrepareSettings:
 
     tokenize: bool = setting(False, "Moses-tokenize raw text first (otherwise split on whitespace as is).",
                              negation=False)
-    lower: bool = setting(False, "Lowercase while tokenizing (with --tokenize).", negation=False)
-    split: str | None = setting(None, "With only --train: consecutive token budgets train,valid,test, e.g. 2M,2M,10M "
+    lower: bool = setting(False, "Lowercase while tokenizing (with `tokenize`).", negation=False)
+    split: str | None = setting(None, "With only `train`: consecutive token budgets train,valid,test, e.g. 2M,2M,10M "
                                 "('rest' takes the remainder).", check=_budgets)
     eos: bool = setting(True, "Append an <eos> token to every line (PTB/WikiText convention).")
     min_count: int = setting(1, "Training words seen fewer times map to <unk>.", low=1)
     max_vocab: int | None = setting(None, "Keep at most this many types (incl. <unk>, <eos>); rarer map to <unk>.",
                                     low=3)
-    jobs: int = setting(1, "Tokenizer processes (with --tokenize).", short="-j", low=1)
+    jobs: int = setting(1, "Tokenizer processes (with `tokenize`).", short="-j", low=1)
     errors: str = setting("strict", "Invalid UTF-8: 'strict' or 'replace'.", check=_utf8_errors)
 
     def __post_init__(self) -> None:
         check_fields(self)
         if self.lower and not self.tokenize:
-            raise ValueError("lower applies while tokenizing; add --tokenize (or lowercase with 'groc tokenize --lower')")
+            raise SettingError("`lower` applies while tokenizing; add `tokenize` (or lowercase with 'groc tokenize --lower')")
 
     def arguments(self) -> dict:
         """The settings the manifest records: those its dataset depends on."""
@@ -61,13 +61,13 @@ class PrepareSettings:
 
 def check_sources(sources: dict[str, str], settings: PrepareSettings) -> None:
     """The text of each split given (by split name; '-' is stdin): at least one, stdin once, and
-    --split's budgets divide a training text given alone."""
+    `split`'s budgets divide a training text given alone."""
     if not sources:
-        raise GrocError("give at least one of --train, --valid, --test")
+        raise SettingError("give at least one of `train`, `valid`, `test`")
     if sum(1 for p in sources.values() if p == "-") > 1:
         raise GrocError("only one split can be read from stdin ('-')")
     if settings.split is not None and set(sources) != {"train"}:
-        raise GrocError("--split divides the --train file; do not combine it with --valid or --test")
+        raise SettingError("`split` divides the `train` file; do not combine it with `valid` or `test`")
 
 
 def run_prepare(settings: PrepareSettings, sources: dict[str, str], output: Path, force: bool = False) -> dict:
@@ -78,14 +78,14 @@ def run_prepare(settings: PrepareSettings, sources: dict[str, str], output: Path
     budgets = parse_budgets(settings.split) if settings.split else None
     for name, path in sources.items():
         if path != "-":
-            check_input_file(Path(path), f"--{name}")
+            check_input_file(Path(path), f"`{name}`")
     files = tuple(path for path in sources.values() if path != "-")
     with claim_output(output, force, kind="dataset directory", inputs=files), contextlib.ExitStack() as stack:
         start = time.perf_counter()
         options = TokenizeOptions(lower=settings.lower)
         # Each input is read twice (count words, then write ids), so memory holds counts, not tokens.
         readers = {
-            name: stack.enter_context(TokenLines(path, f"--{name}", spool_dir=output.parent, tokenize=settings.tokenize,
+            name: stack.enter_context(TokenLines(path, f"`{name}`", spool_dir=output.parent, tokenize=settings.tokenize,
                                                  options=options, jobs=settings.jobs, errors=settings.errors))
             for name, path in sources.items()
         }
@@ -96,7 +96,7 @@ def run_prepare(settings: PrepareSettings, sources: dict[str, str], output: Path
             inputs = {"split_source": inputs["train"]}
             short = [name for name, stats in scan.stats.items() if not stats.lines]
             if short:
-                raise GrocError(f"--split {settings.split}: the input ran out before the {short[0]} split; lower the budgets")
+                raise SettingError(f"`split` {settings.split}: the input ran out before the {short[0]} split; lower the budgets")
             for (name, stats), budget in zip(scan.stats.items(), budgets):
                 if budget is not None and stats.tokens < budget:
                     log(f"warning: the {name} split has {stats.tokens:,} tokens, fewer than its budget of {budget:,} (input ran out)")
