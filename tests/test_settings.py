@@ -51,6 +51,7 @@ def test_dump_options_are_dump_settings_fields():
     its command file names none of them, and its --chunk and --device are eval's, declared once."""
     from rich.markup import escape
 
+    from groc_cli.commands._settings import help_text
     from groc_cli.evaluation.settings import EvalSettings
     from groc_cli.evaluation.states import DumpSettings
     from groc_cli.settings import meta
@@ -60,7 +61,7 @@ def test_dump_options_are_dump_settings_fields():
         option, m = options[f.name], meta(f)
         assert option.opts == [flag_of(f)], f.name
         choices = f" One of: {', '.join(m['choices'])}." if m["choices"] else ""
-        assert option.help == escape(m["help"]) + choices, f.name
+        assert option.help == escape(help_text(m["help"])) + choices, f.name
         if f.default is dataclasses.MISSING:
             assert option.required, f.name
         else:

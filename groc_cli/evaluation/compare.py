@@ -35,7 +35,7 @@ SIGN = "diff = loss_B - loss_A in nats per word (loss = -ln p); negative: B is b
 
 def parse_bins(text: str) -> tuple[int, ...]:
     """'1,50,100' -> (1, 50, 100): lower edges of the bins, strictly increasing positive integers."""
-    hint = f"--bins {text!r}: give strictly increasing positive training frequencies, e.g. --bins 1,50,100,500,1000,5000"
+    hint = f"`bins` {text!r}: give strictly increasing positive training frequencies, e.g. `bins` 1,50,100,500,1000,5000"
     parts = [p.strip() for p in str(text).split(",")]
     try:
         edges = tuple(int(p) for p in parts)
@@ -53,7 +53,7 @@ def _bins(text: str) -> str:
 
 def _names(text: str) -> str:
     if len(text.split(",")) != 2:
-        raise ValueError(f"{text!r}: give two names separated by a comma, e.g. --names tied,groc")
+        raise ValueError(f"{text!r}: give two names separated by a comma, e.g. `names` tied,groc")
     return text
 
 
@@ -197,9 +197,9 @@ def compare(path_a: Path, path_b: Path, edges: tuple[int, ...] = DEFAULT_EDGES, 
             freq_from: str = "a") -> dict:
     """The whole comparison as one JSON-ready dict: inputs, settings, per-bin rows, overall row."""
     if column not in COLUMNS:
-        raise GrocError(f"--column {column!r}: choose final (after any cache) or model (before it)")
+        raise GrocError(f"`column` {column!r}: choose final (after any cache) or model (before it)")
     if freq_from not in ("a", "b"):
-        raise GrocError(f"--freq-from {freq_from!r}: choose a (the baseline, first file) or b")
+        raise GrocError(f"`freq_from` {freq_from!r}: choose a (the baseline, first file) or b")
     a = load_per_token(path_a, column, with_freq=freq_from == "a")
     b = load_per_token(path_b, column, with_freq=freq_from == "b")
     check_aligned(a, b)
@@ -266,7 +266,7 @@ def run_compare(settings: CompareSettings, path_a: Path, path_b: Path, output: P
     its names and outputs, infinities as None (JSON has none)."""
     edges, column, freq_from = settings.edges, settings.column, settings.freq_from
     with contextlib.ExitStack() as outputs:
-        for path, flag, what in ((output, "-o", "comparison table"), (plot, "--plot", "file")):
+        for path, flag, what in ((output, "-o", "comparison table"), (plot, "`plot`", "file")):
             if path is not None:
                 outputs.enter_context(claim_output(path, force, flag, what, inputs=(path_a, path_b)))
         if plot is not None:

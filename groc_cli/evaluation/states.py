@@ -37,7 +37,7 @@ from ..runtime import resolve_device
 from ..text.dataset import Dataset, open_dataset
 from ..run_storage import Run
 from ..settings import check_fields, same_as, setting
-from .settings import EvalSettings
+from .settings import EvalSettings, check_reading, check_split
 from .stream import Chunk, load_lexicon, load_model, model_chunks
 from .vocab import VOCAB_MODES, EvalVocab, run_eval_vocab
 
@@ -52,9 +52,9 @@ class DumpSettings:
 
     split: str = setting(help="Split to dump: train, valid or test.")
     vocab: str = setting("model", "model or union (as 'groc eval --vocab'); union also stores each position's "
-                         "probability mass on new words (GroC) for --downweight-new.", choices=VOCAB_MODES)
+                         "probability mass on new words (GroC) for `downweight_new`.", choices=VOCAB_MODES)
     dtype: str = setting("float16", "Hidden states as float16 (half the disk; caches then see rounded states) or "
-                         "float32 (same results as 'groc eval' without --states).", choices=DTYPES)
+                         "float32 (same results as 'groc eval' without `states`).", choices=DTYPES)
     checkpoint: str = setting("best", "Which weights of the run: best (lowest validation perplexity) or last.",
                               choices=("best", "last"))
     chunk: int = same_as(EvalSettings, "chunk")
@@ -74,13 +74,10 @@ def dump_states(run_dir: Path, dataset_dir: Path, out_dir: Path, settings: DumpS
     started = time.perf_counter()
     s = settings
     check_fields(s)
-    if s.chunk < 1:
-        raise GrocError(f"--chunk {s.chunk}: must be >= 1")
+    check_reading(s.checkpoint, s.chunk)
     run = Run(run_dir)
     dataset = open_dataset(dataset_dir, verify)
-    if not dataset.has_split(s.split):
-        have = ", ".join(dataset.manifest["splits"]) or "none"
-        raise GrocError(f"dataset {dataset.path} has no {s.split} split (it has: {have}); choose another --split")
+    check_split(dataset, s.split)
     out_dir = Path(out_dir)
     with claim_output(out_dir, force, "-o", "states directory", inputs=(run_dir, dataset_dir, s.lexicon)):
         return _dump(run, dataset, out_dir, s, started)
@@ -179,21 +176,21 @@ class States:
             raise GrocError(f"states {self.path} were dumped from another dataset than {dataset.path}; "
                             "give the dataset they came from or dump again")
         if m["split"] != split:
-            raise GrocError(f"states {self.path} hold the {m['split']} split, not {split}; use --split {m['split']}")
+            raise GrocError(f"states {self.path} hold the {m['split']} split, not {split}; use `split` {m['split']}")
 
     def settle(self, s, vocab_given: bool, split_given: bool) -> None:
-        """Evaluation settings ``s`` (EvalSettings) against these states: --vocab and --split
-        default to theirs (``*_given`` False); another --vocab or a --lexicon is refused."""
+        """Evaluation settings ``s`` (EvalSettings) against these states: `vocab` and `split`
+        default to theirs (``*_given`` False); another `vocab` or a `lexicon` is refused."""
         if not vocab_given:
             s.vocab = self.meta["vocab"]
         if not split_given:
             s.split = self.meta["split"]
         if s.vocab != self.meta["vocab"]:
-            raise GrocError(f"--vocab {s.vocab}: the states in {self.path} were dumped with --vocab {self.meta['vocab']}; "
-                            "drop --vocab or dump again")
+            raise GrocError(f"`vocab` {s.vocab}: the states in {self.path} were dumped with `vocab` {self.meta['vocab']}; "
+                            "drop `vocab` or dump again")
         if s.lexicon is not None:
-            raise GrocError("--lexicon cannot change states already dumped (their log-probabilities are fixed); "
-                            "pass --lexicon to 'groc dump' instead")
+            raise GrocError("`lexicon` cannot change states already dumped (their log-probabilities are fixed); "
+                            "pass `lexicon` to 'groc dump' instead")
 
     def hidden(self) -> np.ndarray:
         """hidden.npy memory-mapped read-only: rows are read from disk when used."""
@@ -244,13 +241,16 @@ META_KEYS = ("files", "predictions", "dim", "vocab_size", "vocab", "split", "mod
 def _redump(path: Path, meta: dict | None = None) -> str:
     """The command that writes the states again: the recorded one, where meta.json still tells it."""
     try:
-        args = (f"{meta['run']} {meta['dataset']} --split {meta['split']} --vocab {meta['vocab']} "
-                f"--dtype {meta['files']['hidden']['dtype']} --checkpoint {meta['checkpoint']}")
-        if meta.get("lexicon"):
-            args += f" --lexicon {meta['lexicon']['path']}"
+        run, dataset, split, vocab = meta["run"], meta["dataset"], meta["split"], meta["vocab"]
+        dtype, checkpoint = meta["files"]["hidden"]["dtype"], meta["checkpoint"]
+        lexicon = meta["lexicon"]["path"] if meta.get("lexicon") else None
     except (KeyError, TypeError):
-        args = "RUN DATASET --split SPLIT"
-    return f"re-run 'groc dump {args} -o {path} --force'"
+        return f"re-run 'groc dump RUN DATASET --split SPLIT -o {path} --force'"
+    if lexicon:  # each command line whole, as the user would type it
+        return (f"re-run 'groc dump {run} {dataset} --split {split} --vocab {vocab} --dtype {dtype} "
+                f"--checkpoint {checkpoint} --lexicon {lexicon} -o {path} --force'")
+    return (f"re-run 'groc dump {run} {dataset} --split {split} --vocab {vocab} --dtype {dtype} "
+            f"--checkpoint {checkpoint} -o {path} --force'")
 
 
 def open_states(path: Path) -> States:
@@ -259,11 +259,11 @@ def open_states(path: Path) -> States:
     one from another dump would otherwise fail mid-evaluation or be read past its end)."""
     path = Path(path)
     if not path.is_dir():
-        raise GrocError(f"--states {path}: not a directory; create it with 'groc dump RUN DATASET --split S -o {path}'")
+        raise GrocError(f"`states` {path}: not a directory; create it with 'groc dump RUN DATASET --split S -o {path}'")
     meta = read_json(path / "meta.json", "states metadata", _redump(path))
     redump = _redump(path, meta)
     if meta.get("format") != STATES_FORMAT or meta.get("format_version") != STATES_FORMAT_VERSION:
-        raise GrocError(f"--states {path} is not a groc states directory of format version {STATES_FORMAT_VERSION}; {redump}")
+        raise GrocError(f"`states` {path} is not a groc states directory of format version {STATES_FORMAT_VERSION}; {redump}")
     missing = [key for key in META_KEYS if key not in meta]
     files = meta.get("files")
     if missing or not isinstance(files, dict) or not {"hidden", "targets", "logp"} <= set(files):
