@@ -14,7 +14,7 @@ Conventions, the same as ``groc eval`` (see docs/api.md):
   reads a lone sentence as a line that follows another line of a dataset; runs trained before
   start states existed start from zeros (``reset=False`` carries the state from one sentence
   to the next instead);
-* open vocabulary (``eval --vocab union``) over the model's words plus the sentence's new
+* open vocabulary (``groc eval --vocab union``) over the model's words plus the sentence's new
   words: GroC composes the new words from their characters (and lexicon); a table model
   reads them as ``<unk>`` and mixes a uniform share u = 0.01 into every prediction,
   p = (1 - u) p_model + u / |vocabulary|. ``vocab="model"`` is eval's closed vocabulary
@@ -43,7 +43,7 @@ from .errors import GrocError, SettingError
 from .caches import CacheContext
 from .evaluation.cached import CachedStream, CacheSetup, check_caches
 from .evaluation.perplexity import mix_uniform, uniform_share
-from .evaluation.settings import EvalSettings, check_unit, line_cache_kinds, named
+from .evaluation.settings import EvalSettings, check_unit, line_cache_kinds
 from .evaluation.stream import Chunk, model_chunks
 from .evaluation.vocab import VOCAB_MODES, StreamIds, line_vocab
 from .runtime import resolve_device
@@ -77,7 +77,7 @@ class LoadedRun:
     def __init__(self, path: Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union",
                  lexicon: str | Path | None = None):
         if vocab not in VOCAB_MODES:
-            raise GrocError(f"vocab {vocab!r}: expected one of {', '.join(VOCAB_MODES)}")
+            raise GrocError(f"`vocab` {vocab!r}: expected one of {', '.join(VOCAB_MODES)}")
         self.run = Run(Path(path))
         self.kind = self.run.model_config.output
         self.vocab_mode = vocab
@@ -243,7 +243,7 @@ class LoadedRun:
         """The cache of ``score_stream``, from the registry, checked and built as ``groc eval``'s."""
         kinds = line_cache_kinds()
         if kind not in kinds:
-            raise SettingError(f"cache {kind!r}: expected one of {', '.join(kinds)} (the others need the whole "
+            raise SettingError(f"`cache` {kind!r}: expected one of {', '.join(kinds)} (the others need the whole "
                                "stream first: 'groc eval')")
         try:
             s = EvalSettings(vocab=self.vocab_mode, cache=kind, cache_weight=weight, **settings)
@@ -252,10 +252,10 @@ class LoadedRun:
         if kind == "none":
             return None
         check_unit("cache_weight", weight)
-        check_caches(s, named)
+        check_caches(s)
         context = CacheContext(dim=self.run.model_config.emb, split="input", device=self.device.type,
                                torch_device=str(self.device), log=log)
-        return CachedStream(CacheSetup(s, context, named))
+        return CachedStream(CacheSetup(s, context))
 
     def score(self, sentences: Iterable[Sequence[str] | str], reset: bool = True) -> list[SentenceScore]:
         """Score sentences (token lists, or strings split on whitespace); ``reset=False``
@@ -273,20 +273,20 @@ class LoadedRun:
         if vocab is None or (isinstance(vocab, str) and vocab == "model"):
             return None
         if not self.composes:
-            raise SettingError(f"vocab {vocab}: a {self.kind} run has output rows for its own words only; a vocabulary "
+            raise SettingError(f"`vocab` {vocab}: a {self.kind} run has output rows for its own words only; a vocabulary "
                                "chosen at generation time needs a GroC run, which composes any word's row")
         if isinstance(vocab, (str, Path)):
             from .text.dataset import read_vocab_words
 
             try:
                 words = read_vocab_words(Path(vocab))
-            except GrocError as exc:  # its messages name --vocab; the library names the setting
-                raise SettingError(str(exc).removeprefix("--")) from None
+            except GrocError as exc:  # a file the setting names: the setting's error
+                raise SettingError(exc.text) from None
         else:
             words = [str(w) for w in vocab]
         words = [w for w in dict.fromkeys(words) if w != UNK]
         if not [w for w in words if w != EOS]:
-            raise SettingError("vocab has no words to generate (besides <unk> and <eos>)")
+            raise SettingError("`vocab` has no words to generate (besides <unk> and <eos>)")
         return words if EOS in words else words + [EOS]
 
     def generate(self, prompts: Iterable[Sequence[str] | str] | str = ("",), vocab: str | Path | Sequence[str] | None = None,

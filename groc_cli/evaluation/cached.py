@@ -9,7 +9,7 @@ flags, the API names).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -20,14 +20,13 @@ from .settings import EvalSettings
 from .stream import Chunk
 
 
-def check_caches(s: EvalSettings, name: Callable[[str], str] = str) -> None:
-    """Every registered cache's checks without the model (the chosen one's and the others'). ``name``
-    rewrites a message (``named``: the settings as plain names; left in backticks by default)."""
+def check_caches(s: EvalSettings) -> None:
+    """Every registered cache's checks without the model (the chosen one's and the others')."""
     for kind, cls in CACHE_KINDS.items():
         try:
             cls.check(s.of(cls), grid_values(s, cls), kind == s.cache)
         except ValueError as exc:
-            raise SettingError(name(str(exc))) from None
+            raise SettingError(str(exc)) from None
 
 
 def cache_files(s: EvalSettings) -> tuple[list, list[tuple]]:
@@ -46,8 +45,8 @@ class CacheSetup:
     Made once the hidden size and device are known (``ctx.dim``, ``ctx.device``; checks before any
     work), then told the stream's length (``check_stream``: the states it needs first, ``warmup``)."""
 
-    def __init__(self, s: EvalSettings, ctx: CacheContext, name: Callable[[str], str] = str):
-        self.s, self.ctx, self.name = s, ctx, name
+    def __init__(self, s: EvalSettings, ctx: CacheContext):
+        self.s, self.ctx = s, ctx
         self.cls = CACHE_KINDS.get(s.cache)
         self.settings = s.of(self.cls) if self.cls is not None else None
         self.values = grid_values(s, self.cls) if self.cls is not None else {}
@@ -64,13 +63,13 @@ class CacheSetup:
         try:
             return getattr(self.cls, name)(self.settings, self.values, self.ctx)
         except ValueError as exc:
-            raise SettingError(self.name(str(exc))) from None
+            raise SettingError(str(exc)) from None
 
     def build(self, first_states: np.ndarray | None = None):
         try:
             return self.cls.from_settings(self.settings, self.values, self.ctx, first_states)
         except ValueError as exc:
-            raise SettingError(f"{self.name('`cache`')} {self.s.cache}: {exc}") from None
+            raise SettingError(f"`cache` {self.s.cache}: {exc}") from None
 
 
 class CachedStream:

@@ -17,7 +17,6 @@ from typing import Any
 from ..caches import CACHE_KINDS, setting_fields
 from ..caches.registry import grid_name
 from ..errors import SettingError
-from ..errors import named as plain_names
 from ..settings import default_of, flag_of, setting
 
 #: The values of ``vocab``: the model's closed vocabulary, or its union with the split's types.
@@ -120,12 +119,6 @@ def flags() -> dict[str, str]:
     """Each setting's flag by its name: EvalSettings' and every registered cache's."""
     fields = [f for f in dataclasses.fields(EvalSettings) if f.name not in _STATE]
     return {f.name: flag_of(f) for f in fields + [f for f, _ in setting_fields()]}
-
-
-def named(text: str) -> str:
-    """A cache's message with each setting it names in backticks written as the setting's name
-    (``load_run``'s; ``errors.named``, which a GrocError's ``str`` applies anyway)."""
-    return plain_names(text)
 
 
 def cache_kinds() -> tuple[str, ...]:
