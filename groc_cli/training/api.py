@@ -37,21 +37,21 @@ def check_lexicon(path: Path | None, vocab: list[str], kind: str) -> Lexicon | N
     if not output_layer_class(kind).needs_lexicon:
         if path is not None:
             readers = " or ".join(k for k in KINDS if output_layer_class(k).needs_lexicon)
-            raise GrocError(f"--lexicon is used by --output-layer {readers} only, not by {kind}; drop --lexicon")
+            raise GrocError(f"`lexicon` is used by `output` {readers} only, not by {kind}; drop `lexicon`")
         return None
     if path is None:
-        raise GrocError(f"--output-layer {kind} needs --lexicon LEXICON.parquet (build it with 'groc lexicon --vocab "
+        raise GrocError(f"`output` {kind} needs `lexicon` LEXICON.parquet (build it with 'groc lexicon --vocab "
                         "DATASET -o ...')")
     path = Path(path)
     if not path.is_file():
-        raise GrocError(f"--lexicon {path}: no such file; build it with 'groc lexicon --vocab DATASET -o {path}'")
+        raise GrocError(f"`lexicon` {path}: no such file; build it with 'groc lexicon --vocab DATASET -o {path}'")
     lexicon = read_lexicon(path, f"build it again with 'groc lexicon --vocab DATASET -o {path} --force'")
     meta = lexicon.meta
     if (meta.get("arguments") or {}).get("vocab"):
         missing = [w for w in vocab if w not in lexicon.words]
         if missing:
             raise GrocError(
-                f"--lexicon {path} was built for another vocabulary: {len(missing):,} of {len(vocab):,} training words "
+                f"`lexicon` {path} was built for another vocabulary: {len(missing):,} of {len(vocab):,} training words "
                 f"are missing (e.g. {missing[0]!r}); rebuild it with 'groc lexicon --vocab DATASET'"
             )
     return lexicon
@@ -75,9 +75,9 @@ class TrainJob:
     ``resume``; lexicon: the lexicon table an output layer that reads one trains with (a
     finetuned run's default: its source run's copy); device: auto, cpu, cuda or cuda:N;
     force: replace an existing run in output_dir once the new one is complete; verify: read
-    every split of the dataset before any work; given: the settings the user gave explicitly,
-    each with the flag (or name) that gave it, so that ``resume`` refuses those that differ
-    from the run's instead of dropping them silently."""
+    every split of the dataset before any work; given: the settings the user gave explicitly
+    (by name; a dict's values are not read), so that ``resume`` refuses those that differ from
+    the run's instead of dropping them silently."""
 
     dataset: Path
     output_dir: Path
@@ -94,7 +94,7 @@ def run_training(job: TrainJob, train_config: TrainConfig, *, model_config: Mode
     """Train a run and return its summary: a new model built from ``model_config`` (``groc
     train``), or the trained run ``source_run`` continued on the job's dataset with the union of
     its vocabulary and the dataset's (``groc finetune``; paper 5.1). Everything else (the device,
-    the dataset's checks, --resume and --force, the lexicon, seeding, the run directory and the
+    the dataset's checks, `resume` and `force`, the lexicon, seeding, the run directory and the
     training loop) is the same job either way."""
     if (model_config is None) == (source_run is None):
         raise TypeError("run_training takes model_config (a new model) or source_run (a trained run), not both")
@@ -144,7 +144,7 @@ def _dataset_record(dataset, dataset_dir: Path) -> dict:
 class _NewModel:
     """The first way to start a job: a new model from its settings, over the dataset's vocabulary."""
 
-    prepare_hint = "prepare it with --train"
+    prepare_hint = "prepare it with `train`"
     inputs: tuple = ()
 
     def __init__(self, model_config: ModelConfig):
@@ -156,7 +156,7 @@ class _NewModel:
 
     @staticmethod
     def other_dataset(run_dir: Path, dataset_dir: Path) -> str:
-        return f"--resume: run {run_dir} was trained on another dataset (checksum differs from {dataset_dir})"
+        return f"`resume`: run {run_dir} was trained on another dataset (checksum differs from {dataset_dir})"
 
     def resume(self, run: Run, train_config: TrainConfig, given: dict) -> None:
         """The run's own model settings; those given that differ from the run's are refused."""
@@ -206,7 +206,7 @@ class _FromRun:
     """The second way to start a job: a trained run's best weights, whose vocabulary becomes the
     union of its own and the dataset's (new words are composed by GroC, random rows elsewhere)."""
 
-    prepare_hint = "prepare the target-domain data with --train"
+    prepare_hint = "prepare the target-domain data with `train`"
 
     def __init__(self, source_dir: Path):
         self.source_dir = source_dir
@@ -218,7 +218,7 @@ class _FromRun:
 
     @staticmethod
     def other_dataset(run_dir: Path, dataset_dir: Path) -> str:
-        return f"--resume: run {run_dir} was finetuned on another dataset"
+        return f"`resume`: run {run_dir} was finetuned on another dataset"
 
     @staticmethod
     def resume(run: Run, train_config: TrainConfig, given: dict) -> None:
@@ -261,23 +261,23 @@ class _FromRun:
                 "environment": environment(str(device), lexicon_path or source.lexicon_path)}
 
 
-# Settings a --resume may change: the budgets, and how often it reports.
+# Settings a resumed run may change: the budgets, and how often it reports.
 RESUME_MAY_CHANGE = ("max_epochs", "max_tokens", "max_minutes", "log_every")
 
 
 def _budget_overrides(cfg: TrainConfig) -> dict:
-    # On --resume the stored configuration wins, except the budgets a user may extend.
+    # On resuming, the stored configuration wins, except the budgets a user may extend.
     return {k: getattr(cfg, k) for k in RESUME_MAY_CHANGE if getattr(cfg, k) is not None}
 
 
 def check_new_run_dir(run_dir: Path, force: bool, rank: int, inputs: tuple = ()) -> None:
-    """Before any work: a new run directory, or --force over an existing run (replaced only once the
+    """Before any work: a new run directory, or `force` over an existing run (replaced only once the
     new run is complete); never one of the stage's inputs."""
     if rank != 0:
         return
     empty = _empty_dir(run_dir)
     if run_dir.exists() and not force and not empty:
-        raise GrocError(f"run directory {run_dir} already exists; pass --resume to continue it or --force to start over")
+        raise GrocError(f"run directory {run_dir} already exists; pass `resume` to continue it or `force` to start over")
     check_destination(run_dir, force or empty, "-o", "run directory", inputs)
 
 
@@ -291,7 +291,7 @@ def run_output(run_dir: Path, resume: bool, force: bool, rank: int, inputs: tupl
     """The directory a run is written to (the caller holds the run's lock, `_run_lock`).
 
     A new run trains in place, so that an interrupted one can be resumed; if it fails before its
-    first checkpoint, the directory is removed (there is nothing to resume). --force over an
+    first checkpoint, the directory is removed (there is nothing to resume). `force` over an
     existing run trains aside and swaps the new run in only when it is complete: a rejected or
     interrupted replacement leaves the old run as it was (GUIDE 13)."""
     if rank != 0:  # only rank 0 writes; the others never touch the directory
@@ -320,12 +320,12 @@ def run_output(run_dir: Path, resume: bool, force: bool, rank: int, inputs: tupl
                 target.mkdir(exist_ok=True)
             where = f"nothing was trained, so {run_dir} was {'emptied' if empty else 'removed'}"
         else:
-            where = f"the last checkpoint is kept in {run_dir / 'last'}: continue with --resume"
+            where = f"the last checkpoint is kept in {run_dir / 'last'}: continue with `resume`"
         if interrupted:
             log(f"stopped: {where}")
             raise
         if isinstance(exc, GrocError):
-            said = GrocError(f"{exc}; {where}")
+            said = GrocError(f"{exc.text}; {where}")
             said.exit_code = exc.exit_code
             raise said from None
         if disk_full(exc, run_dir.parent):
@@ -345,7 +345,7 @@ def _run_lock(run_dir: Path):
 
 def _resumed_lexicon(run: Run, given: Path | None) -> Path | None:
     """The lexicon a resumed run trains on: its own copy (run/lexicon.parquet), which the weights
-    were built with. A --lexicon given too is taken only if it holds the same bytes (the checksum
+    were built with. A `lexicon` given too is taken only if it holds the same bytes (the checksum
     config.json records); another one would be set aside silently, so it is refused. A run that
     records no lexicon (tied) gets the given one, which ``check_lexicon`` then refuses."""
     if given is None:
@@ -354,16 +354,16 @@ def _resumed_lexicon(run: Run, given: Path | None) -> Path | None:
     if recorded is None:
         return given
     if not Path(given).is_file():
-        raise GrocError(f"--lexicon {given}: no such file; a resumed run keeps its own lexicon copy, so drop --lexicon")
+        raise GrocError(f"`lexicon` {given}: no such file; a resumed run keeps its own lexicon copy, so drop `lexicon`")
     if sha256_file(Path(given)) != recorded:
-        raise GrocError(f"--lexicon {given} differs from the lexicon run {run.path} was trained with (a resumed run "
-                        f"keeps its own copy, {run.path / 'lexicon.parquet'}): drop --lexicon, or start over with --force")
+        raise GrocError(f"`lexicon` {given} differs from the lexicon run {run.path} was trained with (a resumed run "
+                        f"keeps its own copy, {run.path / 'lexicon.parquet'}): drop `lexicon`, or start over with `force`")
     return run.lexicon_path or given
 
 
 def _check_resumed_settings(stored: dict, *, given: dict, model_config: ModelConfig | None = None,
                             train_config: TrainConfig | None = None) -> None:
-    """--resume continues with the run's stored settings; a setting given on the command line that
+    """`resume` continues with the run's stored settings; a setting given on the command line that
     differs from them is refused rather than silently ignored (budgets may be extended)."""
     budgets = set(RESUME_MAY_CHANGE)
     differ = []
@@ -372,10 +372,10 @@ def _check_resumed_settings(stored: dict, *, given: dict, model_config: ModelCon
             continue
         for name, value in asdict(cfg).items():
             if name in given and name not in budgets and name in stored[section] and stored[section][name] != value:
-                differ.append(f"{given[name]} {_show(value)} (the run has {_show(stored[section][name])})")
+                differ.append(f"`{name}` {_show(value)} (the run has {_show(stored[section][name])})")
     if differ:
-        raise GrocError(f"--resume continues with the run's own settings, and {'; '.join(differ)}: drop "
-                        f"{'that flag' if len(differ) == 1 else 'those flags'}, or start over with --force")
+        raise GrocError(f"`resume` continues with the run's own settings, and {'; '.join(differ)}: drop "
+                        f"{'that flag' if len(differ) == 1 else 'those flags'}, or start over with `force`")
 
 
 def _show(value) -> str:
@@ -403,8 +403,9 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
                                f"re-train the run; its best checkpoint still evaluates ('groc eval --checkpoint best')") from None
         spent = trainer.spent_budget()
         if spent:
-            log(f"{final_dir} has already spent its budget (--{spent} {getattr(cfg, spent.replace('-', '_')):g}): "
-                f"nothing to train; give a larger --{spent} with --resume to continue")
+            spent = spent.replace("-", "_")
+            log(f"{final_dir} has already spent its budget (`{spent}` {getattr(cfg, spent):g}): "
+                f"nothing to train; give a larger `{spent}` with `resume` to continue")
         else:
             log(f"resuming {run_dir} at epoch {trainer.pos.epoch}, step {trainer.pos.step}")
     result = trainer.train(progress=progress)

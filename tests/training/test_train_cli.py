@@ -257,7 +257,7 @@ def test_train_and_finetune_are_one_job_with_two_starts(tiny, data_dir, tmp_path
     assert recorded["stage"] == "finetune" and recorded["finetuned_from"]["path"] == str(new)
     assert json.loads((new / "config.json").read_text())["stage"] == "train"
     for run, (data, start) in starts.items():
-        with pytest.raises(GrocError, match="already exists; pass --resume to continue it or --force"):
+        with pytest.raises(GrocError, match="already exists; pass resume to continue it or force"):
             run_training(TrainJob(dataset=data, output_dir=run, device="cpu"), config, **start)
         with pytest.raises(GrocError, match="has no train split"):
             run_training(TrainJob(dataset=tmp_path / "test-only", output_dir=tmp_path / "x", device="cpu"), config, **start)
