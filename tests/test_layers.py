@@ -77,12 +77,6 @@ def test_the_run_directory_format_is_run_storage_s():
     assert spelt == ["formats.py"] * 3
 
 
-#: Modules of other branches still to convert (issue 32, finding 3): each names flags that become
-#: settings in backticks when those branches merge; then remove them from this list.
-NOT_YET_CONVERTED = {  # TODO(issue 32): empty this after the `stages` and `jobs` branches merge
-    "api.py", "text/dataset.py", "text/io.py", "lexicon/wordnet.py", "evaluation/compare.py",  # `stages`
-    "evaluation/states.py", "training/api.py",  # `jobs`
-}
 #: Other programs' flags, which messages quote (torchrun's, pip's).
 FOREIGN_FLAGS = {"--nproc_per_node", "--force-reinstall", "--no-deps"}
 #: Values of a file format that spell a flag: the stage a grid table's metadata records.
@@ -104,7 +98,7 @@ def test_no_library_module_names_a_flag():
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         name = path.relative_to(PACKAGE).as_posix()
-        if name.startswith("commands/") or name == "cli.py" or name in NOT_YET_CONVERTED:
+        if name.startswith("commands/") or name == "cli.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         declared = {id(k.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
