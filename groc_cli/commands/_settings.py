@@ -29,6 +29,11 @@ def with_settings(*classes: type, defaults: dict | None = None, helps: dict | No
     def decorate(fn):
         signature = inspect.signature(fn)
         own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        # The flags a help may name, known without importing every settings class (prepare's
+        # --help, which loads no torch): the command's own options', then its fields'.
+        names = {p.name: max(p.default.param_decls, key=len) for p in own
+                 if getattr(p.default, "param_decls", None)}
+        names.update({f.name: S.flag_of(f) for cls in classes for f in S.all_fields(cls)})
         generated = []
         for cls in classes:
             hints = S.hints(cls)
@@ -36,7 +41,7 @@ def with_settings(*classes: type, defaults: dict | None = None, helps: dict | No
                 if f.name in skip:
                     continue
                 generated.append(_parameter(f, hints[f.name], defaults.get(f.name, S.default_of(f)),
-                                            helps.get(f.name, S.help_of(cls, f))))
+                                            helps.get(f.name, S.help_of(cls, f)), names))
         at = len(own) if after is None else [p.name for p in own].index(after) + 1
         rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]
         fn.__signature__ = signature.replace(parameters=own[:at] + generated + rest)
@@ -51,9 +56,9 @@ def option_parameter(f: dataclasses.Field, hint: Any, help: str | None = None) -
     return _parameter(f, hint, S.default_of(f), S.meta(f)["help"] if help is None else help)
 
 
-def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str) -> inspect.Parameter:
+def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str, names: dict | None = None) -> inspect.Parameter:
     m = S.meta(f)
-    help = escape(help_text(help))  # --help is rich markup: "W [c; r; d] + b" is text, not a style
+    help = escape(help_text(help, names))  # --help is rich markup: "W [c; r; d] + b" is text, not a style
     flag = S.flag_of(f)
     if m["parse"] is not None:  # typed as text on the command line, parsed into the field's type
         annotation, shown = Optional[str], None if default is None else ",".join(map(str, default))
@@ -162,12 +167,13 @@ def flag_of_name(name: str) -> str:
     return setting_flags().get(name) or "--" + name.replace("_", "-")
 
 
-def help_text(help: str) -> str:
-    """A setting's help as its option shows it: the settings it names in backticks as flags (another
-    option of the command, eval's `states`, by the flag its name makes)."""
+def help_text(help: str, names: dict[str, str] | None = None) -> str:
+    """A setting's help as its option shows it: the settings it names in backticks as flags (``names``:
+    the command's own, where known; another command's option, eval's `states`, by the flag its name makes)."""
     if "`" not in help:
         return help
-    return SETTING_NAME.sub(lambda m: flag_of_name(m[1]), help)
+    names = names or {}
+    return SETTING_NAME.sub(lambda m: names.get(m[1]) or flag_of_name(m[1]), help)
 
 
 CONFIG = typer.Option(None, "--config", help="Settings from a JSON or TOML file (a run's config.json works); flags "
