@@ -23,6 +23,8 @@ def tiny(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("tiny")
     run_groc("prepare", "--train", data_dir / "ptb" / "ptb.valid.txt", "--split", "2500,800", "-o", root / "a", check=True)
     run_groc("prepare", "--train", data_dir / "ptb" / "ptb.test.txt", "--split", "5000,800", "-o", root / "b", check=True)
+    text = (data_dir / "ptb" / "ptb.test.txt").read_text().splitlines()
+    (root / "b-text.txt").write_text("\n".join(text[:200]) + "\n")  # b's first lines, for a small target domain
     run_groc("lexicon", "--vocab", root / "a", "--vocab", root / "b", "-o", root / "lex.parquet", check=True)
     run_groc("lexicon", "--vocab", root / "b", "-o", root / "lex-b.parquet", check=True)
     return root
@@ -147,11 +149,14 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny, tmp_path):
 def test_finetune_unions_vocabularies(tiny, tmp_path):
     base = tmp_path / "base"
     run_groc("train", tiny / "a", "-o", base, "--output-layer", "groc", "--lexicon", tiny / "lex.parquet", "--max-tokens", "300", *TINY, check=True)
+    # The target domain: 1,200 tokens of b's text (two epochs of GroC over all of b's 5,000 cost a minute of CPU).
+    target = tmp_path / "b-small"
+    run_groc("prepare", "--train", tiny / "b-text.txt", "--split", "1200,400", "-o", target, check=True)
     ft = tmp_path / "ft"
-    r = run_groc("finetune", base, tiny / "b", "-o", ft, "--max-epochs", "2", "--json", *TINY[4:], check=True)
+    r = run_groc("finetune", base, target, "-o", ft, "--max-epochs", "2", "--json", *TINY[4:], check=True)
     summary = json.loads(r.stdout)
     a = pq.read_table(base / "vocab.parquet").column("word").to_pylist()
-    b = json.loads((tiny / "b" / "manifest.json").read_text())
+    b = json.loads((target / "manifest.json").read_text())
     union = pq.read_table(ft / "vocab.parquet").column("word").to_pylist()
     assert union[: len(a)] == a and len(union) > len(a) and len(union) < len(a) + b["vocab_size"]
     assert summary["parameters"] == json.loads((base / "config.json").read_text())["parameters"]
@@ -159,7 +164,7 @@ def test_finetune_unions_vocabularies(tiny, tmp_path):
     assert len(rows) == 2 and all(r["valid_loss"] and r["train_loss"] for r in rows)
     tied = tmp_path / "tied"
     run_groc("train", tiny / "a", "-o", tied, "--max-tokens", "300", *TINY, check=True)
-    r = run_groc("finetune", tied, tiny / "b", "-o", tmp_path / "tied-ft", "--max-epochs", "1", "--json", *TINY[4:], check=True)
+    r = run_groc("finetune", tied, target, "-o", tmp_path / "tied-ft", "--max-epochs", "1", "--json", *TINY[4:], check=True)
     assert json.loads(r.stdout)["parameters"] > json.loads((tied / "config.json").read_text())["parameters"]
 
 
