@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from ..artifacts import atomic_path, claim_output, provenance, read_metadata, write_parquet
 from ..console import err, log
-from ..errors import GrocError
+from ..errors import GrocError, SettingError
 from ..settings import check_fields, setting
 
 # Lower edges of the frequency bins. The paper's text names "words occurring 1–50 times"
@@ -53,7 +53,9 @@ def _bins(text: str) -> str:
 
 def _names(text: str) -> str:
     if len(text.split(",")) != 2:
-        raise ValueError(f"{text!r}: give two names separated by a comma, e.g. `names` tied,groc")
+        # A SettingError, not the ValueError that check_fields prefixes with the name: the message names the
+        # setting twice, and the Python API's users read both plainly (str of a SettingError).
+        raise SettingError(f"`names` {text!r}: give two names separated by a comma, e.g. `names` tied,groc")
     return text
 
 
