@@ -307,6 +307,8 @@ class LoadedRun:
             s = GenerateSettings(**settings)
         except TypeError as exc:
             raise GrocError(f"generate: {exc}") from None
+        except SettingError:
+            raise
         except ValueError as exc:
             raise SettingError(str(exc)) from None
         if isinstance(prompts, str):

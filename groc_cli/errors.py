@@ -33,9 +33,11 @@ class GrocError(Exception):
         return named(self.text)
 
 
-class SettingError(GrocError):
-    """A setting's value that the input cannot take (adaptive's cutoffs for a smaller vocabulary), or
-    settings that do not go together; the message names each setting in backticks."""
+class SettingError(GrocError, ValueError):
+    """A setting's value out of its bounds or choices, one that the input cannot take (adaptive's
+    cutoffs for a smaller vocabulary), or settings that do not go together: the one error type of a
+    setting's check, whose message names each setting in backticks (or starts with its name). A
+    ValueError too, as Python's convention for a bad argument value is."""
 
 
 class Terminated(KeyboardInterrupt):

@@ -19,6 +19,7 @@ import typing
 from pathlib import Path
 from typing import Any, Callable
 
+from .errors import SettingError
 from .formats import RUN_FORMAT
 
 MISSING = dataclasses.MISSING
@@ -67,7 +68,7 @@ def default_of(f: dataclasses.Field) -> Any:
 
 def check_fields(obj: Any) -> None:
     """Each field's choices, bounds and check (whose value the field then keeps); NaN and
-    infinities fail every bound. Raises ValueError naming the field first."""
+    infinities fail every bound. Raises SettingError (a ValueError) naming the field first."""
     for f in dataclasses.fields(obj):
         m, value = meta(f), getattr(obj, f.name)
         if value is None or not m:
@@ -75,17 +76,19 @@ def check_fields(obj: Any) -> None:
         if m.get("check") is not None:
             try:
                 value = m["check"](value)
+            except SettingError:  # a check that names its settings itself
+                raise
             except (ValueError, TypeError) as exc:
-                raise ValueError(f"{f.name} {exc}") from None
+                raise SettingError(f"{f.name} {exc}") from None
             setattr(obj, f.name, value)
         if m["choices"] is not None and value not in m["choices"]:
-            raise ValueError(f"{f.name} must be one of {', '.join(map(str, m['choices']))}, got {value!r}")
+            raise SettingError(f"{f.name} must be one of {', '.join(map(str, m['choices']))}, got {value!r}")
         if (m["low"] is None and m["high"] is None) or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         below = m["low"] is not None and not (value > m["low"] if m["low_open"] else value >= m["low"])
         above = m["high"] is not None and not (value < m["high"] if m["high_open"] else value <= m["high"])
         if below or above or (isinstance(value, float) and not math.isfinite(value)):
-            raise ValueError(f"{f.name} must be {_range(m)}, got {value}")
+            raise SettingError(f"{f.name} must be {_range(m)}, got {value}")
 
 
 def _range(m: dict) -> str:

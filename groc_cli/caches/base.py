@@ -18,6 +18,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from ..errors import SettingError
 from ..settings import setting
 
 #: Largest target id the caches accept (they store ids as int32 or compare them as int64).
@@ -137,4 +138,4 @@ def cache_size_setting():
 def check_cache_size(cache_size: int | None) -> None:
     """The shared ``cache_size`` check (a message naming the setting in backticks)."""
     if cache_size is not None and cache_size < 1:
-        raise ValueError(f"`cache_size` {cache_size}: must be >= 1")
+        raise SettingError(f"`cache_size` {cache_size}: must be >= 1")

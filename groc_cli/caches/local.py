@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ..errors import SettingError
 from ..settings import setting
 from .base import cache_size_setting, check_cache_size, check_chunk
 from .registry import ConfiguredCache, register_cache
@@ -107,7 +108,7 @@ class LocalCache(ConfiguredCache):
         check_cache_size(s.cache_size)
         for t in values["theta"]:
             if t < 0 or not math.isfinite(t):
-                raise ValueError(f"`theta` {t}: must be a finite number >= 0")
+                raise SettingError(f"`theta` {t}: must be a finite number >= 0")
 
     @classmethod
     def from_settings(cls, s: LocalSettings, values, ctx, first_states=None) -> "LocalCache":

@@ -58,7 +58,7 @@ import torch
 
 from ..artifacts import atomic_path
 from ..console import strict_json
-from ..errors import named
+from ..errors import SettingError, named
 from ..faiss_build import faiss_or_none, load_faiss
 from ..settings import setting
 from .base import check_chunk
@@ -272,6 +272,8 @@ class UnboundedCache(ConfiguredCache):
         try:  # the settings' own check (``check``), one for both; its messages name the settings
             self.check(UnboundedSettings(index=index, nprobe=nprobe, search=search),
                        {"knn": knns, "kernel": kernels, "bandwidth_scale": scales}, chosen=True)
+        except SettingError:
+            raise  # its str() names the settings plainly
         except ValueError as exc:
             raise ValueError(named(str(exc))) from None
         knns = [int(k) for k in knns]
@@ -382,39 +384,39 @@ class UnboundedCache(ConfiguredCache):
         if chosen:
             load_faiss()
         if not _whole(s.nprobe):
-            raise ValueError(f"`nprobe` {s.nprobe}: must be >= 1")
+            raise SettingError(f"`nprobe` {s.nprobe}: must be >= 1")
         if s.index_train is not None and s.index_train < 1:
-            raise ValueError(f"`index_train` {s.index_train}: must be >= 1")
+            raise SettingError(f"`index_train` {s.index_train}: must be >= 1")
         for k in values["knn"]:
             if not _whole(k):
-                raise ValueError(f"`knn` {k}: must be >= 1")
+                raise SettingError(f"`knn` {k}: must be >= 1")
         for k in values["kernel"]:
             if k not in KERNELS:
-                raise ValueError(f"`kernel` {k!r}: expected one of {', '.join(KERNELS)}")
+                raise SettingError(f"`kernel` {k!r}: expected one of {', '.join(KERNELS)}")
         for b in values["bandwidth_scale"]:
             if not (b > 0 and math.isfinite(b)):
-                raise ValueError(f"`bandwidth_scale` {b}: must be > 0")
+                raise SettingError(f"`bandwidth_scale` {b}: must be > 0")
         if (s.index_save or s.index_load) and not chosen:
-            raise ValueError("`index_save` and `index_load` apply to `cache` unbounded only")
+            raise SettingError("`index_save` and `index_load` apply to `cache` unbounded only")
         if s.index_save and s.index_load:
-            raise ValueError("give `index_save` or `index_load`, not both (a loaded index is already saved)")
+            raise SettingError("give `index_save` or `index_load`, not both (a loaded index is already saved)")
         if s.index_load and not Path(s.index_load).is_file():
-            raise ValueError(f"`index_load` {s.index_load}: no such file; write one with `index_save`")
+            raise SettingError(f"`index_load` {s.index_load}: no such file; write one with `index_save`")
         if s.datastore not in DATASTORES:
-            raise ValueError(f"`datastore` {s.datastore!r}: expected one of {', '.join(DATASTORES)}")
+            raise SettingError(f"`datastore` {s.datastore!r}: expected one of {', '.join(DATASTORES)}")
         if s.datastore == "disk" and not chosen:
-            raise ValueError("`datastore` disk applies to `cache` unbounded only")
+            raise SettingError("`datastore` disk applies to `cache` unbounded only")
         if s.search not in SEARCHES:
-            raise ValueError(f"`search` {s.search!r}: expected one of {', '.join(SEARCHES)}")
+            raise SettingError(f"`search` {s.search!r}: expected one of {', '.join(SEARCHES)}")
         if s.search != "auto" and not chosen:
-            raise ValueError(f"`search` {s.search} applies to `cache` unbounded only")
+            raise SettingError(f"`search` {s.search} applies to `cache` unbounded only")
 
     @classmethod
     def check_context(cls, s: UnboundedSettings, values: dict[str, list], ctx: CacheContext) -> None:
         """A ``datastore`` disk without ``states``, and a factory string FAISS rejects or the cache
         cannot use: refused before any work."""
         if s.datastore == "disk" and not ctx.has_states:
-            raise ValueError("`datastore` disk reads the states from a dump: add `states` DIR "
+            raise SettingError("`datastore` disk reads the states from a dump: add `states` DIR "
                              "(written by 'groc dump RUN DATASET --split S -o DIR')")
         cls._empty_index(s, ctx.dim, ctx.device)
 
@@ -425,17 +427,17 @@ class UnboundedCache(ConfiguredCache):
         try:
             index = faiss.index_factory(dim, s.index, faiss.METRIC_L2)
         except Exception as err:
-            raise ValueError(f"`index` {s.index!r}: FAISS rejected it for {dim}-dimensional states "
+            raise SettingError(f"`index` {s.index!r}: FAISS rejected it for {dim}-dimensional states "
                              f"({_faiss_message(err)}); give a factory string valid for that size, or 'Flat'") from None
         problem = index_problem(index)
         if problem:
-            raise ValueError(f"`index` {s.index!r}: FAISS builds it, but the unbounded cache cannot use it: {problem}")
+            raise SettingError(f"`index` {s.index!r}: FAISS builds it, but the unbounded cache cannot use it: {problem}")
         search = choose_search(s.search, is_flat(index), device)
         if search == "torch" and not is_flat(index):
-            raise ValueError(f"`search` torch is exact search, in place of FAISS's 'Flat': give `index` Flat, not "
+            raise SettingError(f"`search` torch is exact search, in place of FAISS's 'Flat': give `index` Flat, not "
                              f"{s.index!r} (or `search` faiss for a compressed index)")
         if s.datastore == "disk" and search == "faiss" and exact_refinement(index) is None:
-            raise ValueError(f"`index` {s.index!r} has no exact refinement stage for `datastore` disk to read states "
+            raise SettingError(f"`index` {s.index!r} has no exact refinement stage for `datastore` disk to read states "
                              "for; end it with ',RFlat' (e.g. 'IVF4096,PQ32,RFlat'), or search exactly with `index` "
                              "Flat and `search` torch, which streams every state from the dump")
         return index
@@ -447,7 +449,7 @@ class UnboundedCache(ConfiguredCache):
         # The last prediction sees total - 1 stored states: a larger k is never filled.
         k, total = max(values["knn"]), ctx.total
         if k > total - 1:
-            raise ValueError(f"`knn` {k} is larger than the datastore can ever hold: the {ctx.split} split has "
+            raise SettingError(f"`knn` {k} is larger than the datastore can ever hold: the {ctx.split} split has "
                              f"{total:,} predictions, so at most {total - 1:,} states precede the last one; choose "
                              f"`knn` <= {max(total - 1, 1):,}")
         index = cls._empty_index(s, ctx.dim, ctx.device)
@@ -457,7 +459,7 @@ class UnboundedCache(ConfiguredCache):
         ivf = cls._ivf(index)
         nlist = faiss.downcast_index(ivf).nlist if ivf is not None else 0
         if nlist and n_train < nlist:
-            raise ValueError(f"`index` {s.index}: its {nlist:,} inverted lists need at least {nlist:,} training states, "
+            raise SettingError(f"`index` {s.index}: its {nlist:,} inverted lists need at least {nlist:,} training states, "
                              f"but only {n_train:,} are used (`index_train`, the split's length); use a smaller IVF "
                              "(about 1 list per 40 states), or 'Flat'")
         return n_train
@@ -554,7 +556,7 @@ class UnboundedCache(ConfiguredCache):
             try:
                 store = faiss.index_cpu_to_gpu(self._gpu_res, 0, store)
             except Exception as err:
-                raise ValueError(
+                raise SettingError(
                     f"index {self.factory!r} cannot run on the GPU ({_faiss_message(err)}); "
                     "search on the CPU instead (use_gpu=False; in groc eval, `device` cpu)"
                 ) from None

@@ -25,6 +25,8 @@ def check_caches(s: EvalSettings) -> None:
     for kind, cls in CACHE_KINDS.items():
         try:
             cls.check(s.of(cls), grid_values(s, cls), kind == s.cache)
+        except SettingError:
+            raise
         except ValueError as exc:
             raise SettingError(str(exc)) from None
 
@@ -62,12 +64,16 @@ class CacheSetup:
             return None
         try:
             return getattr(self.cls, name)(self.settings, self.values, self.ctx)
+        except SettingError:
+            raise
         except ValueError as exc:
             raise SettingError(str(exc)) from None
 
     def build(self, first_states: np.ndarray | None = None):
         try:
             return self.cls.from_settings(self.settings, self.values, self.ctx, first_states)
+        except SettingError:
+            raise
         except ValueError as exc:
             raise SettingError(f"`cache` {self.s.cache}: {exc}") from None
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import asdict, dataclass
 
+from ..errors import SettingError
 from ..settings import all_fields, check_fields, setting
 from .lexicon import PAPER_DEFINITION_WORDS, PAPER_RELATIONS
 from .registry import KINDS, config_of, output_kinds
@@ -165,7 +166,7 @@ def _check_names(cls: type, kind: str, values: dict) -> None:
         if name not in known:
             owners = kinds_with(name)
             if owners:
-                raise ValueError(f"{name} is a setting of output {', '.join(owners)}, not of {kind}")
+                raise SettingError(f"{name} is a setting of output {', '.join(owners)}, not of {kind}")
             raise ValueError(f"unknown model setting {name!r}")
 
 
@@ -217,7 +218,7 @@ class ProjectionSettings:
     def validate(self) -> None:
         super().validate()
         if self.projection_init != "identity" and not self.projection_reg:
-            raise ValueError("projection_init applies to the projection of projection_reg > 0; set projection_reg too")
+            raise SettingError("projection_init applies to the projection of projection_reg > 0; set projection_reg too")
 
 
 @dataclass

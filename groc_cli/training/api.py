@@ -172,6 +172,8 @@ class _NewModel:
         try:  # a setting that cannot serve this vocabulary (adaptive's cutoffs)
             layer = output_layer_class(self.model_config.output)
             layer.check_vocab_size(self.model_config, len(vocab), f"the vocabulary of {dataset_dir}")
+        except SettingError:
+            raise
         except ValueError as exc:
             raise SettingError(str(exc)) from None
         self.lexicon = check_lexicon(lexicon_path, vocab, self.model_config.output)

@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from ..artifacts import atomic_group, provenance, write_parquet
 from ..console import log
-from ..errors import GrocError
+from ..errors import GrocError, SettingError
 from ..runtime import rebalance_threads
 from ..settings import check_fields, setting
 from ..run_storage import write_weights
@@ -94,7 +94,7 @@ class TrainConfig:
                                     ("lr_decay_after", "epochs", self.schedule)):
             if chosen != owner and getattr(self, name) != _DEFAULTS[name]:
                 which = "optimizer" if owner in OPTIMIZERS else "schedule"
-                raise ValueError(f"{name} is a setting of {which} {owner}, not of {chosen}")
+                raise SettingError(f"{name} is a setting of {which} {owner}, not of {chosen}")
 
     def lr_after_epoch(self, epoch: int) -> float | None:
         """The epochs schedule's learning rate for the epoch after ``epoch`` (1-based); None for plateau,
