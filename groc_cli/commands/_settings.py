@@ -170,10 +170,7 @@ def flag_of_name(name: str) -> str:
 def help_text(help: str, names: dict[str, str] | None = None) -> str:
     """A setting's help as its option shows it: the settings it names in backticks as flags (``names``:
     the command's own, where known; another command's option, eval's `states`, by the flag its name makes)."""
-    if "`" not in help:
-        return help
-    names = names or {}
-    return SETTING_NAME.sub(lambda m: names.get(m[1]) or flag_of_name(m[1]), help)
+    return with_flags(help, names or {}) if "`" in help else help
 
 
 CONFIG = typer.Option(None, "--config", help="Settings from a JSON or TOML file (a run's config.json works); flags "
