@@ -3,13 +3,16 @@ processes (GUIDE 13; docs/stages.md, "Outputs")."""
 
 import contextlib
 import hashlib
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import REPO, TEST_ENV, default_signals, run_groc
@@ -343,4 +346,18 @@ def test_resume_refuses_settings_that_differ_from_the_run(work):
     # Budgets may be extended, and a flag repeating the stored value is no conflict.
     r = run_groc("train", work / "data", "-o", work / "run", "--resume", *TINY, "--max-epochs", "1", "--lr", "0.001")
     assert r.returncode == 0, r.stderr.decode()
+
+
+def test_resume_keeps_the_runs_budget_unless_one_is_given(work, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(work / "run", run)  # trained with --max-epochs 1
+    epochs = lambda: len(pq.read_table(run / "metrics.parquet"))  # noqa: E731
+    r = run_groc("train", work / "data", "-o", run, "--resume")
+    assert r.returncode == 0 and "already spent its budget (--max-epochs 1)" in r.stderr.decode(), r.stderr.decode()
+    assert epochs() == 1
+    # A budget given is extended and an interval changed; config.json records what the run trained with.
+    run_groc("train", work / "data", "-o", run, "--resume", "--max-epochs", "2", "--checkpoint-every", "50", check=True)
+    assert epochs() == 2
+    train = json.loads((run / "config.json").read_text())["train"]
+    assert (train["max_epochs"], train["checkpoint_every"], train["batch_size"]) == (2, 50, 4)
 

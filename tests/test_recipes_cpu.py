@@ -74,7 +74,8 @@ def test_press_wolf_trains_the_four_rows_as_the_reference_code_and_writes_the_ta
 
 def test_cpu_recipes_refuse_bad_rows_and_jobs_before_any_work(tmp_path):
     for recipe, env, word in (("press-wolf.sh", {"ROWS": "untied bogus"}, "bogus"), ("press-wolf.sh", {"JOBS": "0"}, "JOBS"),
-                              ("table2-cpu.sh", {"KINDS": "tied bogus"}, "bogus"), ("table2-cpu.sh", {"JOBS": "x"}, "JOBS")):
+                              ("table2-cpu.sh", {"KINDS": "tied bogus"}, "bogus"), ("table2-cpu.sh", {"JOBS": "x"}, "JOBS"),
+                              ("table2-cpu.sh", {"CHECKPOINT_EVERY": "1e3"}, "CHECKPOINT_EVERY")):
         r = run_recipe(recipe, tmp_path, **env)
         assert r.returncode == 2, (recipe, r.stderr)
         assert word in r.stderr.strip().splitlines()[-1]
@@ -93,7 +94,7 @@ def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp
         layer = "tied" if kind == "tied-hidden" else kind
         assert f"--config {REPO}/recipes/configs/penn/{layer}.toml {prefix}" in c, c
         assert ("--emb-dropout 0 " if kind == "tied-hidden" else "--emb-dropout 0.3") in c
-        assert ("--lexicon" in c) == (kind == "groc")
+        assert ("--lexicon" in c) == (kind == "groc") and "--checkpoint-every 300" in c
     evals = [c for c in made if c.startswith("eval ")]
     assert len(evals) == 16 and sum("--per-token" in c for c in evals) == 8 and sum("--vocab union" in c for c in evals) == 8
     compares = [c for c in made if c.startswith("compare ")]

@@ -114,12 +114,14 @@ def _run(job: TrainJob, train_config: TrainConfig, start, progress) -> dict:
     run_dir = Path(job.output_dir)
     inputs = (*start.inputs, job.dataset, job.lexicon)
     lexicon_path = job.lexicon
+    extended: dict = {}
     if job.resume:
         run = Run(run_dir)
         if run.dataset_checksum != dataset.checksum:
             raise GrocError(start.other_dataset(run_dir, job.dataset))
         start.resume(run, train_config, job.given)
-        train_config = TrainConfig.from_dict({**run.config["train"], **_budget_overrides(train_config)})
+        extended = _budget_overrides(run.config["train"], train_config, job.given)
+        train_config = TrainConfig.from_dict({**run.config["train"], **extended})
         lexicon_path = start.resumed_lexicon(run, lexicon_path)
     else:
         check_new_run_dir(run_dir, job.force, rank, inputs=inputs)
@@ -134,6 +136,9 @@ def _run(job: TrainJob, train_config: TrainConfig, start, progress) -> dict:
             if start.lexicon_copy is not None:
                 copy_lexicon(start.lexicon_copy, target)
             write_json(config, target / "config.json")
+        elif rank == 0 and extended:
+            # The run's record keeps the settings it trains with: config.json re-runs it.
+            write_json({**run.config, "train": {**run.config["train"], **extended}}, target / "config.json")
         return _fit(model, train, valid, train_config, target, device, rank, world, saved, progress, config, run_dir)
 
 
@@ -263,13 +268,16 @@ class _FromRun:
                 "environment": environment(str(device), lexicon_path or source.lexicon_path)}
 
 
-# Settings a resumed run may change: the budgets, and how often it reports.
-RESUME_MAY_CHANGE = ("max_epochs", "max_tokens", "max_minutes", "log_every")
+# Settings a resumed run may change: the budgets, and how often it reports and checkpoints
+# (neither changes what is computed).
+RESUME_MAY_CHANGE = ("max_epochs", "max_tokens", "max_minutes", "log_every", "checkpoint_every")
 
 
-def _budget_overrides(cfg: TrainConfig) -> dict:
-    # On resuming, the stored configuration wins, except the budgets a user may extend.
-    return {k: getattr(cfg, k) for k in RESUME_MAY_CHANGE if getattr(cfg, k) is not None}
+def _budget_overrides(stored: dict, cfg: TrainConfig, given: dict) -> dict:
+    """The settings of RESUME_MAY_CHANGE given for the resumed run that differ from the run's own;
+    the rest are the run's (a setting left at its default is not given: resuming a run trained
+    with `max_epochs` 5 without `max_epochs` keeps 5)."""
+    return {k: getattr(cfg, k) for k in RESUME_MAY_CHANGE if k in given and stored.get(k) != getattr(cfg, k)}
 
 
 def check_new_run_dir(run_dir: Path, force: bool, rank: int, inputs: tuple = ()) -> None:

@@ -20,21 +20,27 @@
 # tied-hidden: tied with the paper's hidden-unit dropout only (no input-embedding dropout), the
 # one-variable A/B of the prefix regularization.
 # Environment: DATA (default ../shared/data), RESULTS (default results), WORK (default results/work),
-# JOBS (default 2; one thread each), DROPOUT, EPOCHS. Re-running skips finished rows and resumes
-# an interrupted one; a finished row's evaluations and per-token records are written as soon as it
-# ends, so an interruption costs at most the unfinished rows.
+# JOBS (default 2; one thread each), DROPOUT, EPOCHS, CHECKPOINT_EVERY (default 300 steps: a GroC
+# epoch is 1,328 steps of up to 40 minutes on a busy core). Re-running skips finished rows and resumes
+# an interrupted one from its last checkpoint (a row started without step checkpoints takes them up);
+# a finished row's evaluations and per-token records are written as soon as it ends, so an
+# interruption costs at most the unfinished rows and 300 steps of each running one.
 NAME=table2-cpu
 source "$(dirname "$0")/../lib/common.sh"
 select_kinds tied tied-hidden lookup adaptive bilinear deep-residual convolutional groc
 JOBS=${JOBS:-2}
 DROPOUT=${DROPOUT:-0.3}
 EPOCHS=${EPOCHS:-100}
-case "$JOBS$EPOCHS" in *[!0-9]*) echo "$NAME: JOBS and EPOCHS must be whole numbers" >&2; exit 2 ;; esac
+CHECKPOINT_EVERY=${CHECKPOINT_EVERY:-300}
+case "$JOBS$EPOCHS$CHECKPOINT_EVERY" in
+  *[!0-9]*) echo "$NAME: JOBS, EPOCHS and CHECKPOINT_EVERY must be whole numbers" >&2; exit 2 ;;
+esac
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 ptb
 RUNS=$WORK/runs/cpu
 EVALS=$WORK/evals/cpu
-CPU=(--emb 200 --hidden 200 --layers 2 --dropout "$DROPOUT" --max-epochs "$EPOCHS" --seed 1 --log-every 500)
+CPU=(--emb 200 --hidden 200 --layers 2 --dropout "$DROPOUT" --max-epochs "$EPOCHS" --seed 1 --log-every 500
+     --checkpoint-every "$CHECKPOINT_EVERY")
 row() {
   local kind=$1 layer=$1 extra=() lex=()
   case $kind in
