@@ -77,7 +77,8 @@ class TrainJob:
     force: replace an existing run in output_dir once the new one is complete; verify: read
     every split of the dataset before any work; given: the settings the user gave explicitly
     (by name; a dict's values are not read), so that ``resume`` refuses those that differ from
-    the run's instead of dropping them silently."""
+    the run's instead of dropping them silently, and takes the budgets and intervals named here
+    (``RESUME_MAY_CHANGE``) from ``train_config``; the run's own values hold for the rest."""
 
     dataset: Path
     output_dir: Path
