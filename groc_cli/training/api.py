@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterator
 
@@ -76,8 +76,9 @@ class TrainJob:
     finetuned run's default: its source run's copy); device: auto, cpu, cuda or cuda:N;
     force: replace an existing run in output_dir once the new one is complete; verify: read
     every split of the dataset before any work; given: the settings the user gave explicitly
-    (by name; a dict's values are not read), so that ``resume`` refuses those that differ from
-    the run's instead of dropping them silently, and takes the budgets and intervals named here
+    (by name; a dict's values are not read; None: those of ``train_config`` and ``model_config``
+    whose values differ from their defaults), so that ``resume`` refuses those that differ from
+    the run's instead of dropping them silently, and takes the budgets and intervals among them
     (``RESUME_MAY_CHANGE``) from ``train_config``; the run's own values hold for the rest."""
 
     dataset: Path
@@ -87,7 +88,7 @@ class TrainJob:
     resume: bool = False
     force: bool = False
     verify: bool = False
-    given: dict[str, str] = field(default_factory=dict)
+    given: dict[str, str] | None = None
 
 
 def run_training(job: TrainJob, train_config: TrainConfig, *, model_config: ModelConfig | None = None,
@@ -120,8 +121,9 @@ def _run(job: TrainJob, train_config: TrainConfig, start, progress) -> dict:
         run = Run(run_dir)
         if run.dataset_checksum != dataset.checksum:
             raise GrocError(start.other_dataset(run_dir, job.dataset))
-        start.resume(run, train_config, job.given)
-        extended = _budget_overrides(run.config["train"], train_config, job.given)
+        given = job.given if job.given is not None else _set_by_caller(train_config, getattr(start, "model_config", None))
+        start.resume(run, train_config, given)
+        extended = _budget_overrides(run.config["train"], train_config, given)
         train_config = TrainConfig.from_dict({**run.config["train"], **extended})
         lexicon_path = start.resumed_lexicon(run, lexicon_path)
     else:
@@ -137,10 +139,11 @@ def _run(job: TrainJob, train_config: TrainConfig, start, progress) -> dict:
             if start.lexicon_copy is not None:
                 copy_lexicon(start.lexicon_copy, target)
             write_json(config, target / "config.json")
-        elif rank == 0 and extended:
-            # The run's record keeps the settings it trains with: config.json re-runs it.
-            write_json({**run.config, "train": {**run.config["train"], **extended}}, target / "config.json")
-        return _fit(model, train, valid, train_config, target, device, rank, world, saved, progress, config, run_dir)
+        # A resumed run's record takes the budgets it trains with (config.json re-runs it), written
+        # with its next checkpoint.
+        record = {**run.config, "train": {**run.config["train"], **extended}} if extended else None
+        return _fit(model, train, valid, train_config, target, device, rank, world, saved, progress, config, run_dir,
+                    record)
 
 
 def _dataset_record(dataset, dataset_dir: Path) -> dict:
@@ -274,6 +277,19 @@ class _FromRun:
 RESUME_MAY_CHANGE = ("max_epochs", "max_tokens", "max_minutes", "log_every", "checkpoint_every")
 
 
+def _set_by_caller(*configs) -> dict[str, str]:
+    """A Python caller names no flags: the settings it set are those whose values differ from their
+    defaults (a setting without a default counts as set)."""
+    out = {}
+    for cfg in configs:
+        for f in fields(cfg) if cfg is not None else ():
+            default = f.default if f.default is not MISSING else (
+                f.default_factory() if f.default_factory is not MISSING else MISSING)
+            if default is MISSING or getattr(cfg, f.name) != default:
+                out[f.name] = f.name
+    return out
+
+
 def _budget_overrides(stored: dict, cfg: TrainConfig, given: dict) -> dict:
     """The settings of RESUME_MAY_CHANGE given for the resumed run that differ from the run's own;
     the rest are the run's (a setting left at its default is not given: resuming a run trained
@@ -394,7 +410,7 @@ def _show(value) -> str:
 
 
 def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, world, saved: dict | None, progress,
-         config, final_dir: Path) -> dict:
+         config, final_dir: Path, record: dict | None = None) -> dict:
     train_cols = batchify(train, cfg.batch_size, rank, world)
     valid_cols = batchify(valid, cfg.eval_batch_size) if valid is not None else None
 
@@ -404,6 +420,7 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
             f"lr {row['lr']:.2g}, {row['tokens_per_s']:,.0f} tokens/s, {row['seconds']:.1f}s")
 
     trainer = Trainer(model, train_cols, valid_cols, cfg, run_dir, device, on_epoch=on_epoch)
+    trainer.pending_record = record
     if saved is not None:
         try:
             trainer.resume(saved)
@@ -411,7 +428,7 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
             # A trainer.pt whose fields have other types or shapes than the trainer writes: one line, not a traceback.
             raise DamagedInput(final_dir / "last" / "trainer.pt", f"holds a training state of the wrong form "
                                f"({first_line(exc)}), so the run cannot resume",
-                               f"re-train the run; its best checkpoint still evaluates ('groc eval --checkpoint best')") from None
+                               "re-train the run; its best checkpoint still evaluates ('groc eval --checkpoint best')") from None
         spent = trainer.spent_budget()
         if spent:
             spent = spent.replace("-", "_")

@@ -26,7 +26,7 @@ import pyarrow as pa
 import torch
 import torch.distributed as dist
 
-from ..artifacts import atomic_group, provenance, write_parquet
+from ..artifacts import atomic_group, provenance, write_json, write_parquet
 from ..console import log
 from ..errors import GrocError, SettingError
 from ..runtime import rebalance_threads
@@ -202,6 +202,9 @@ class Trainer:
         self._steps_flushed = time.monotonic()
         self.state = None
         self.on_epoch = on_epoch
+        # A run record (config.json) to write with the next checkpoint, in its atomic group: a resumed
+        # run's new budgets are recorded when it has trained with them, and not if that checkpoint fails.
+        self.pending_record: dict | None = None
 
     # -- checkpoints -------------------------------------------------------------------
     def _trainer_state(self) -> dict:
@@ -257,6 +260,9 @@ class Trainer:
                 write_weights(self.model, aside(self.run_dir / "best", directory=True))
             write_weights(self.model, aside(self.run_dir / "last", directory=True), self._trainer_state())
             self._write_metrics(aside)
+            if self.pending_record is not None:
+                write_json(self.pending_record, aside(self.run_dir / "config.json"))
+        self.pending_record = None
 
     def _write_metrics(self, aside=None) -> None:
         """metrics.parquet (per epoch) and steps.parquet (per step): replaced atomically on their own

@@ -272,5 +272,9 @@ def test_train_and_finetune_are_one_job_with_two_starts(tiny, data_dir, tmp_path
         longer = TrainConfig(**{**dataclasses.asdict(config), "max_tokens": 300})
         summary = run_training(TrainJob(dataset=data, output_dir=run, device="cpu", resume=True), longer, **start)
         assert summary["tokens"] >= 300 and pq.read_table(run / "metrics.parquet").num_rows >= 1
+        # A setting of the caller's that differs from the run's is refused, as on the command line.
+        faster = TrainConfig(**{**dataclasses.asdict(longer), "lr": 0.01})
+        with pytest.raises(GrocError, match=r"run's own settings, and lr 0.01 \(the run has 0.001\)"):
+            run_training(TrainJob(dataset=data, output_dir=run, device="cpu", resume=True), faster, **start)
     with pytest.raises(TypeError, match="not both"):
         run_training(TrainJob(dataset=tiny / "a", output_dir=tmp_path / "y"), config)
