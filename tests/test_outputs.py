@@ -120,7 +120,9 @@ def test_an_interrupted_run_says_where_its_checkpoint_is(work, tmp_path, signum,
 
 def test_a_run_interrupted_before_its_first_checkpoint_leaves_nothing(work, tmp_path):
     run = tmp_path / "run"
-    proc = start("train", work / "data", "-o", run, *TINY, "--emb", "256", "--hidden", "512", *ENDLESS)
+    # A large model: its first epoch (and checkpoint) takes many seconds, so the signal comes before
+    # it even on a busy machine.
+    proc = start("train", work / "data", "-o", run, *TINY, "--emb", "512", "--hidden", "1024", *ENDLESS)
     wait_for(lambda: (run / "config.json").exists(), "the run directory", proc)
     proc.send_signal(signal.SIGINT)
     err = proc.communicate(timeout=60)[1].decode()
