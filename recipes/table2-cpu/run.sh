@@ -24,7 +24,8 @@
 # epoch is 1,328 steps of up to 40 minutes on a busy core). Re-running skips finished rows and resumes
 # an interrupted one from its last checkpoint (a row started without step checkpoints takes them up);
 # a finished row's evaluations and per-token records are written as soon as it ends, so an
-# interruption costs at most the unfinished rows and 300 steps of each running one.
+# interruption costs at most the unfinished rows and 300 steps of each running one. Progress of every
+# row (epochs, best validation perplexity, finished or not): groc runs results/work/runs/cpu
 NAME=table2-cpu
 source "$(dirname "$0")/../lib/common.sh"
 select_kinds tied tied-hidden lookup adaptive bilinear deep-residual convolutional groc
