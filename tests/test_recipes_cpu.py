@@ -52,7 +52,7 @@ def test_press_wolf_trains_the_four_rows_as_the_reference_code_and_writes_the_ta
     assert set(trains) == {"untied", "wt", "pr", "wt-pr"}
     reference = ("--emb 200 --hidden 200 --layers 2 --dropout 0 --init-range 0.1 --batch-size 20 --bptt 20 "
                  "--eval-batch-size 20 --optimizer sgd --schedule epochs --lr 20 --clip 0.25 --lr-decay 0.5 "
-                 "--lr-decay-after 4 --max-epochs 13")
+                 "--lr-decay-after 4 --max-epochs 13 --patience 13 --seed 1 --log-every 500 --checkpoint-every 500")
     assert all(reference in c for c in trains.values())
     assert "--output-layer lookup -o" in trains["untied"] and "--output-layer tied -o" in trains["wt"]
     # projection_reg = 1 / (13 * 20 * 20): tf.nn.l2_loss(P) / (6.5 * batch) on a loss summed over 20 steps

@@ -18,7 +18,8 @@
 # JOBS (default 2; one thread each), PR_INIT (the PR rows' projection: identity, the default, starts P = I
 # with no bias; authors is the reference code's, P and a bias after it drawn like every weight;
 # docs/reproduction.md compares them).
-# Re-running skips finished rows and resumes an interrupted one from its last checkpoint.
+# Re-running skips finished rows and resumes an interrupted one from its last checkpoint (every 500
+# steps; an epoch is 2,323).
 NAME=press-wolf
 source "$(dirname "$0")/../lib/common.sh"
 ROWS=${ROWS:-untied wt pr wt-pr}
@@ -34,7 +35,7 @@ RUNS=$WORK/runs/press-wolf
 EVALS=$WORK/evals/press-wolf
 SMALL=(--emb 200 --hidden 200 --layers 2 --dropout 0 --init-range 0.1 --batch-size 20 --bptt 20 --eval-batch-size 20
        --optimizer sgd --schedule epochs --lr 20 --clip 0.25 --lr-decay 0.5 --lr-decay-after 4 --max-epochs 13
-       --patience 13 --seed 1 --log-every 500)
+       --patience 13 --seed 1 --log-every 500 --checkpoint-every 500)
 PR=0.00019230769230769231  # 1 / (13 * 20 * 20)
 PR_INIT=${PR_INIT:-identity}
 case "$PR_INIT" in authors|identity) ;; *) echo "$NAME: PR_INIT must be authors or identity, not '$PR_INIT'" >&2; exit 2 ;; esac
