@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterator
 
@@ -22,6 +22,7 @@ from ..environment import environment
 from ..errors import DamagedInput, GrocError, SettingError
 from ..models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class
 from ..runtime import init_distributed, resolve_device, tune_allocator
+from ..settings import MISSING, default_of
 from ..text.dataset import open_dataset
 from .data import batchify, model_ids, token_counts
 from .loop import TrainConfig, Trainer
@@ -283,8 +284,7 @@ def _set_by_caller(*configs) -> dict[str, str]:
     out = {}
     for cfg in configs:
         for f in fields(cfg) if cfg is not None else ():
-            default = f.default if f.default is not MISSING else (
-                f.default_factory() if f.default_factory is not MISSING else MISSING)
+            default = default_of(f)
             if default is MISSING or getattr(cfg, f.name) != default:
                 out[f.name] = f.name
     return out
