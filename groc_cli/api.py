@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from .console import log
-from .errors import GrocError, SettingError
+from .errors import GrocError, SettingError, as_setting_error
 from .caches import CacheContext
 from .evaluation.cached import CachedStream, CacheSetup, check_caches
 from .evaluation.perplexity import mix_uniform, uniform_share
@@ -304,13 +304,10 @@ class LoadedRun:
         from .generation import GenerateSettings, Sample, sample_words
 
         try:
-            s = GenerateSettings(**settings)
+            with as_setting_error():
+                s = GenerateSettings(**settings)
         except TypeError as exc:
             raise GrocError(f"generate: {exc}") from None
-        except SettingError:
-            raise
-        except ValueError as exc:
-            raise SettingError(str(exc)) from None
         if isinstance(prompts, str):
             prompts = [prompts]
         words = self.generation_vocab(vocab)

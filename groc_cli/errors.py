@@ -6,8 +6,10 @@ give `cache` too"). ``str(exc)`` writes them as plain names, for the Python API'
 them by name; only the command layer (``commands/_settings.py``) writes them as the running
 command's flags. No library module spells a flag (tests/test_layers.py)."""
 
+import contextlib
 import errno
 import re
+from typing import Iterator
 
 #: A setting named in a message: one word in backticks.
 SETTING_NAME = re.compile(r"`(\w+)`")
@@ -39,6 +41,18 @@ class SettingError(GrocError, ValueError):
     setting's check, whose message names each setting in backticks (or starts with its name). A
     ValueError too, as Python's convention for a bad argument value is."""
 
+
+
+@contextlib.contextmanager
+def as_setting_error(prefix: str = "") -> Iterator[None]:
+    """Around a setting's check: a ValueError it raises is a SettingError (``prefix`` before its
+    message); a SettingError passes as raised."""
+    try:
+        yield
+    except SettingError:
+        raise
+    except ValueError as exc:
+        raise SettingError(prefix + str(exc)) from None
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the process is so that it cleans up as after Ctrl-C (exit status 143)."""

@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ..caches import CACHE_KINDS, CacheContext, interpolate
-from ..errors import SettingError
+from ..errors import as_setting_error
 from .grid import grid_values, weights
 from .settings import EvalSettings
 from .stream import Chunk
@@ -23,12 +23,8 @@ from .stream import Chunk
 def check_caches(s: EvalSettings) -> None:
     """Every registered cache's checks without the model (the chosen one's and the others')."""
     for kind, cls in CACHE_KINDS.items():
-        try:
+        with as_setting_error():
             cls.check(s.of(cls), grid_values(s, cls), kind == s.cache)
-        except SettingError:
-            raise
-        except ValueError as exc:
-            raise SettingError(str(exc)) from None
 
 
 def cache_files(s: EvalSettings) -> tuple[list, list[tuple]]:
@@ -62,20 +58,12 @@ class CacheSetup:
     def _ask(self, name: str):
         if self.cls is None:
             return None
-        try:
+        with as_setting_error():
             return getattr(self.cls, name)(self.settings, self.values, self.ctx)
-        except SettingError:
-            raise
-        except ValueError as exc:
-            raise SettingError(str(exc)) from None
 
     def build(self, first_states: np.ndarray | None = None):
-        try:
+        with as_setting_error(f"`cache` {self.s.cache}: "):
             return self.cls.from_settings(self.settings, self.values, self.ctx, first_states)
-        except SettingError:
-            raise
-        except ValueError as exc:
-            raise SettingError(f"`cache` {self.s.cache}: {exc}") from None
 
 
 class CachedStream:

@@ -19,7 +19,7 @@ from ..version import __version__
 from ..artifacts import check_destination, first_line, disk_full, output_lock, replace_path, sha256_file, write_json
 from ..console import log
 from ..environment import environment
-from ..errors import DamagedInput, GrocError, SettingError
+from ..errors import DamagedInput, GrocError, as_setting_error
 from ..models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class
 from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..settings import MISSING, default_of
@@ -179,13 +179,9 @@ class _NewModel:
 
     def build(self, dataset, dataset_dir: Path, lexicon_path: Path | None, train_config: TrainConfig, device):
         vocab = dataset.vocab
-        try:  # a setting that cannot serve this vocabulary (adaptive's cutoffs)
+        with as_setting_error():  # a setting that cannot serve this vocabulary (adaptive's cutoffs)
             layer = output_layer_class(self.model_config.output)
             layer.check_vocab_size(self.model_config, len(vocab), f"the vocabulary of {dataset_dir}")
-        except SettingError:
-            raise
-        except ValueError as exc:
-            raise SettingError(str(exc)) from None
         self.lexicon = check_lexicon(lexicon_path, vocab, self.model_config.output)
         self.lexicon_copy = lexicon_path if self.lexicon is not None else None
         train = model_ids(vocab, dataset, "train")
