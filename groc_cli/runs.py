@@ -3,7 +3,10 @@
 A run directory is one holding ``config.json`` whose "format" is ``formats.RUN_FORMAT`` (``run_storage.py``);
 its row reads ``config.json`` (kind, dataset, stage, versions), ``summary.json`` (written when
 training ends: epochs, stopping reason, best validation perplexity, seconds) and, for a run
-without one (training, or interrupted: ``resume`` continues it), ``metrics.parquet``. Its test
+without one (training, or interrupted: ``resume`` continues it), ``metrics.parquet`` and the last row of
+``steps.parquet`` (minutes trained so far). A run whose output lock (``.NAME.lock`` beside it, which
+``train`` and ``finetune`` hold while they write it) names a live process is "running (pid N)"; its row only
+reads files, so it never blocks that process. Its test
 perplexity comes from a ``groc eval`` JSON found under the same directories whose ``run`` is that
 run and whose split is test, without a cache (closed vocabulary preferred). A directory that
 holds a ``config.json`` that cannot be read is a row whose status says why, not an error.
@@ -86,6 +89,41 @@ def _metrics(run: Path) -> tuple[int | None, float | None]:
     return len(rows), (min(valid) if valid else None)
 
 
+def _minutes_so_far(run: Path) -> float | None:
+    """Training minutes up to the last logged step (steps.parquet's cumulative seconds), or None."""
+    path = run / "steps.parquet"
+    if not path.is_file():
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        seconds = pq.read_table(path, columns=["seconds"]).column("seconds").to_pylist()
+    except Exception:  # damaged or still being replaced: no figure rather than a wrong one
+        return None
+    last = seconds[-1] if seconds else None
+    return round(last / 60, 1) if isinstance(last, (int, float)) and math.isfinite(last) else None
+
+
+def _writer(run: Path) -> int | None:
+    """The pid of the live process that holds ``run``'s output lock (artifacts.output_lock), or None.
+    Reads the lock file's pid and asks the kernel whether it lives; taking the lock to test it would
+    make a trainer starting at that moment refuse its own output."""
+    lock = run.with_name(f".{run.name}.lock")
+    try:
+        pid = int(lock.read_text().strip() or "0")
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None  # left by a killed process
+    except PermissionError:
+        return pid  # alive, another user's
+    return pid
+
+
 def _evals(jsons: list[Path]) -> dict[str, tuple[int, float, str]]:
     """Resolved run path -> (preference, test perplexity, vocabulary) of the best eval JSON for it."""
     found: dict[str, tuple[int, float, str]] = {}
@@ -110,7 +148,7 @@ def _evals(jsons: list[Path]) -> dict[str, tuple[int, float, str]]:
 
 
 def row(run: Path, evals: dict[str, tuple[int, float, str]]) -> dict:
-    """One run's row (COLUMNS); ``status``: done, unfinished or damaged (with why)."""
+    """One run's row (COLUMNS); ``status``: done, running (pid N), unfinished or damaged (with why)."""
     out = {c: None for c in COLUMNS}
     out["run"] = str(run)
     config = _load(run / "config.json")
@@ -129,7 +167,10 @@ def row(run: Path, evals: dict[str, tuple[int, float, str]]) -> dict:
     else:
         damaged = (run / "summary.json").exists()
         out["epochs"], out["best_valid_ppl"] = _metrics(run)
+        out["minutes"] = _minutes_so_far(run)
+        writer = None if damaged else _writer(run)
         out["status"] = ("damaged: summary.json unreadable" if damaged else
+                         f"running (pid {writer})" if writer is not None else
                          "unfinished" if (run / "last").is_dir() else "unfinished: no checkpoint")
     if not (run / "best" / "model.safetensors").is_file() and out["status"] == "done":
         out["status"] = "damaged: best/model.safetensors missing"

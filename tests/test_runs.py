@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import os
 import shutil
 
 import pytest
@@ -47,6 +48,37 @@ def test_one_row_per_run_with_what_it_recorded(runs):
     assert by["lookup"]["test_ppl"] is None
     assert by["unfinished"]["status"].startswith("unfinished") and by["unfinished"]["epochs"] is not None
     assert by["broken"]["status"].startswith("damaged") and by["broken"]["kind"] is None
+
+
+def test_a_run_being_written_is_running_with_its_pid_and_minutes_so_far(runs, tmp_path):
+    """A run whose output lock a live process holds (the lock `groc train` takes) is "running (pid N)";
+    the lock file a killed process left behind does not make it so. Either way its minutes are those
+    trained so far (steps.parquet's last cumulative seconds)."""
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    from groc_cli.artifacts import output_lock
+
+    run = runs / "runs" / "unfinished"
+    steps = pq.read_table(run / "steps.parquet").column("seconds").to_pylist()
+
+    def status():
+        rows = json.loads(run_groc("runs", runs / "runs", "--json", check=True).stdout)
+        return next(r for r in rows if r["run"].endswith("/unfinished"))
+
+    with output_lock(run):
+        row = status()
+        assert row["status"] == f"running (pid {os.getpid()})"
+        assert row["minutes"] == round(steps[-1] / 60, 1)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock = run.with_name(".unfinished.lock")
+    lock.write_text(dead.stdout.strip())  # the process has exited: a stale lock
+    try:
+        assert status()["status"] == "unfinished"
+    finally:
+        lock.unlink()
 
 
 def test_table_csv_and_sort(runs):

@@ -25,10 +25,11 @@ EPILOG = """[bold]Examples[/bold]
 
   groc runs runs/ --json | jq '.[] | select(.status != "done") | .run'
 
-One row per run directory found under the directories given (a run holds config.json): status (done,
-unfinished, or damaged with why), kind, stage (train or finetune), parameters, dataset, epochs,
-stop_reason, best_valid_ppl, test_ppl (from a 'groc eval' JSON under the same directories: split test,
-no cache; test_vocab says model or union), minutes, groc_version. Columns: """ + ", ".join(COLUMNS) + "."
+One row per run directory found under the directories given (a run holds config.json): status (done;
+running (pid N) while a train or finetune process writes it; unfinished, which --resume continues; or
+damaged with why), kind, stage (train or finetune), parameters, dataset, epochs, stop_reason,
+best_valid_ppl, test_ppl (from a 'groc eval' JSON under the same directories: split test, no cache;
+test_vocab says model or union), minutes (of training; so far, for a run not done), groc_version. Columns: """ + ", ".join(COLUMNS) + "."
 
 
 def runs(
