@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 from tests.test_recipes_lib import REPO, recipe_env
 
 # A stand-in for groc: prepare/lexicon make their output, train writes the summary.json of a finished
-# run, eval prints a record (its perplexity from the run's name, PPL_<name> in the environment) and
-# writes --per-token, compare prints bins.
+# run, eval prints a record (its perplexity from the run's name, PPL_<name> in the environment, or 60.0
+# for --split train) and writes --per-token, compare prints bins.
 FAKE = r'''groc() {
   local o="" prev="" run="" pt="" a; for a in "$@"; do
     [ "$prev" = -o ] && o=$a; [ "$prev" = --per-token ] && pt=$a; prev=$a; done
@@ -24,7 +24,7 @@ FAKE = r'''groc() {
     train) mkdir -p "$o"; echo '{"parameters": 2653200, "epochs": 13, "stop_reason": "early-stopping", "seconds": 4321.0,
              "best_valid_ppl": 110.5, "final": {"train_ppl": 40.25, "valid_ppl": 121.5}}' > "$o/summary.json" ;;
     eval) run=$(basename "$2"); run=${run//-/_}; local var="PPL_$run"; [ -n "$pt" ] && touch "$pt"
-          echo "{\"perplexity\": ${!var:-100.0}}" ;;
+          case " $* " in *" --split train "*) echo '{"perplexity": 60.0}' ;; *) echo "{\"perplexity\": ${!var:-100.0}}" ;; esac ;;
     compare) echo '{"bins": [{"bin": "1-49", "median_diff": -0.25}, {"bin": "0", "median_diff": null}],
                "overall": {"median_diff": -0.05}}' ;;
   esac
@@ -96,12 +96,13 @@ def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp
         assert ("--emb-dropout 0 " if kind == "tied-hidden" else "--emb-dropout 0.3") in c
         assert ("--lexicon" in c) == (kind == "groc") and "--checkpoint-every 300" in c
     evals = [c for c in made if c.startswith("eval ")]
-    assert len(evals) == 16 and sum("--per-token" in c for c in evals) == 8 and sum("--vocab union" in c for c in evals) == 8
+    assert len(evals) == 24 and sum("--per-token" in c for c in evals) == 8 and sum("--vocab union" in c for c in evals) == 8
+    assert sum(c.endswith("--split train") for c in evals) == 8
     compares = [c for c in made if c.startswith("compare ")]
     assert len(compares) == 6 and all(c.endswith("--column model --names " + c.split("ptb-")[1].split(".")[0] + ",groc")
                                       for c in compares)
     table = (tmp_path / "results" / "table2-cpu" / "table2-cpu.md").read_text()
-    assert "| tied | 2,653,200 | 13 | early-stopping | 72 | 110.5 | 101.0 | 101.0 | 86.2 |" in table
+    assert "| tied | 2,653,200 | 13 | early-stopping | 72 | 60.0 | 110.5 | 101.0 | 101.0 | 86.2 |" in table
     assert "| tied, hidden-unit dropout only (A/B) |" in table
     assert "GroC minus tied: median loss per training-frequency bin" in table
     assert "GroC minus the best table model, adaptive: median loss" in table and "1-49: -0.250; overall -0.050" in table

@@ -5,7 +5,8 @@
 # stopping ends it (EPOCHS, default 100, is only a safeguard; a row it stops says so).
 #   bash recipes/table2-cpu.sh           # hours a row on one core; JOBS=2 rows at a time
 #   KINDS="tied tied-hidden" bash recipes/table2-cpu.sh   # some rows only (then once more for the table)
-# prints one table (test perplexity closed and open vocabulary, |Θ|, epochs, stopping reason, minutes)
+# prints one table (test perplexity closed and open vocabulary, the training split's perplexity without dropout,
+# |Θ|, epochs, stopping reason, minutes)
 # and writes it to results/table2-cpu/ with Figure 3's frequency bins (GroC against tied and against
 # the best table model) and commands.log.
 # Size: Zaremba et al.'s and Press & Wolf's small model, 2 LSTM layers, 200-d embeddings and 200
@@ -55,6 +56,8 @@ row() {
     --per-token "$EVALS/ptb-$kind.test.parquet"
   capture "$EVALS/ptb-$kind.test-open.json" groc eval "$RUNS/ptb-$kind" "$WORK/ptb" --split test --vocab union \
     ${lex[@]+"${lex[@]}"}
+  # The training split scored as the test split is (no dropout): over- or underfitting, row by row.
+  capture "$EVALS/ptb-$kind.train.json" groc eval "$RUNS/ptb-$kind" "$WORK/ptb" --split train
 }
 running=0 failed=0
 for kind in $KINDS; do

@@ -16,7 +16,7 @@ TABLE2_CPU_LABELS = {"tied-hidden": "tied, hidden-unit dropout only (A/B)"}
 def table2_cpu(out: Path, work: Path, kinds: list[str]) -> None:
     """Table 2 on PTB with every output layer trained to convergence on CPU (table2-cpu.sh)."""
     t = Table("table2-cpu", "Table 2 on PTB, 2 x 200 prefix, every output layer trained to early stopping on CPU",
-              ["output", "params", "epochs", "stopped", "minutes", "valid_ppl", "test_ppl", "test_open_ppl",
+              ["output", "params", "epochs", "stopped", "minutes", "train_ppl", "valid_ppl", "test_ppl", "test_open_ppl",
                "paper_test_ppl"], {"params": ",", "epochs": "d", "minutes": ".0f"})
     ev = work / "evals" / "cpu"
     tests = {}
@@ -24,13 +24,16 @@ def table2_cpu(out: Path, work: Path, kinds: list[str]) -> None:
         s = summary(work / "runs" / "cpu" / f"ptb-{kind}")
         tests[kind] = load(ev / f"ptb-{kind}.test.json")["perplexity"]
         t.add(output=TABLE2_CPU_LABELS.get(kind, kind), params=s["parameters"], epochs=s["epochs"],
-              stopped=s["stop_reason"], minutes=s["seconds"] / 60, valid_ppl=s["best_valid_ppl"], test_ppl=tests[kind],
+              stopped=s["stop_reason"], minutes=s["seconds"] / 60, train_ppl=load(ev / f"ptb-{kind}.train.json")["perplexity"],
+              valid_ppl=s["best_valid_ppl"], test_ppl=tests[kind],
               test_open_ppl=load(ev / f"ptb-{kind}.test-open.json")["perplexity"],
               paper_test_ppl=PAPER_TABLE2[kind][0][1] if kind in PAPER_TABLE2 else None)
     notes = ["Prefix: 2 LSTM layers, emb 200, 200 units, one dropout rate on the input embeddings, between the layers "
              "and after the last (tied-hidden: none on the inputs); each layer's Table 8 settings from "
              "recipes/configs/penn/; Adam 1e-3, batch 20, BPTT 35, clip 0.1, x0.1 after 4 epochs without validation "
              "improvement, stopped after 8 (stopped: early-stopping = converged; max-epochs = the EPOCHS safeguard).",
+             "train_ppl: the training split scored as the test split is, without dropout, at the best checkpoint: far "
+             "below valid_ppl means the row overfits, close to it that it underfits.",
              "paper_test_ppl: the paper's 2 x 1024 models (Table 2, penn), for the ranking only.",
              "test_open_ppl: --vocab union (every test type; PTB's test words are all in the vocabulary, so table models "
              "differ from closed by their 1% uniform share)."]
