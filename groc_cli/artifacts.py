@@ -157,6 +157,26 @@ def _lock_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.lock")
 
 
+def lock_holder(path: Path) -> int | None:
+    """The pid of the live process that holds `path`'s output lock, or None: the pid output_lock
+    writes into its lock file, asked of the kernel (a lock file left by a killed process names a
+    dead one). Only reads: taking the lock to test it would make a writer starting at that moment
+    refuse its own output."""
+    try:
+        pid = int(_lock_path(path).read_text().strip() or "0")
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid  # alive, another user's
+    return pid
+
+
 @contextlib.contextmanager
 def output_lock(path: Path, flag: str = "-o") -> Iterator[None]:
     """Hold an exclusive lock on `path` (a `.NAME.lock` file beside it) for the block, or refuse at

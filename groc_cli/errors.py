@@ -42,7 +42,6 @@ class SettingError(GrocError, ValueError):
     ValueError too, as Python's convention for a bad argument value is."""
 
 
-
 @contextlib.contextmanager
 def as_setting_error(prefix: str = "") -> Iterator[None]:
     """Around a setting's check: a ValueError it raises is a SettingError (``prefix`` before its
@@ -53,6 +52,7 @@ def as_setting_error(prefix: str = "") -> Iterator[None]:
         raise
     except ValueError as exc:
         raise SettingError(prefix + str(exc)) from None
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the process is so that it cleans up as after Ctrl-C (exit status 143)."""

@@ -104,26 +104,6 @@ def _minutes_so_far(run: Path) -> float | None:
     return round(last / 60, 1) if isinstance(last, (int, float)) and math.isfinite(last) else None
 
 
-def _writer(run: Path) -> int | None:
-    """The pid of the live process that holds ``run``'s output lock (artifacts.output_lock), or None.
-    Reads the lock file's pid and asks the kernel whether it lives; taking the lock to test it would
-    make a trainer starting at that moment refuse its own output."""
-    lock = run.with_name(f".{run.name}.lock")
-    try:
-        pid = int(lock.read_text().strip() or "0")
-    except (OSError, ValueError):
-        return None
-    if pid <= 0:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None  # left by a killed process
-    except PermissionError:
-        return pid  # alive, another user's
-    return pid
-
-
 def _evals(jsons: list[Path]) -> dict[str, tuple[int, float, str]]:
     """Resolved run path -> (preference, test perplexity, vocabulary) of the best eval JSON for it."""
     found: dict[str, tuple[int, float, str]] = {}
@@ -168,7 +148,9 @@ def row(run: Path, evals: dict[str, tuple[int, float, str]]) -> dict:
         damaged = (run / "summary.json").exists()
         out["epochs"], out["best_valid_ppl"] = _metrics(run)
         out["minutes"] = _minutes_so_far(run)
-        writer = None if damaged else _writer(run)
+        from .artifacts import lock_holder  # here, as pyarrow is: numpy and pyarrow only for a run not done
+
+        writer = None if damaged else lock_holder(run)
         out["status"] = ("damaged: summary.json unreadable" if damaged else
                          f"running (pid {writer})" if writer is not None else
                          "unfinished" if (run / "last").is_dir() else "unfinished: no checkpoint")
