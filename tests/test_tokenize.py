@@ -1,3 +1,10 @@
+import multiprocessing
+import os
+import signal
+
+import pytest
+
+from groc_cli.errors import GrocError
 from groc_cli.text.tokenizer import TokenizeOptions, tokenize_line, tokenize_lines
 
 
@@ -16,6 +23,21 @@ def test_parallel_keeps_order_and_blank_lines():
     parallel = list(tokenize_lines(lines, TokenizeOptions(), jobs=2))
     assert parallel == serial
     assert len(parallel) == 5000 and parallel[0] == "" and parallel[1] == "Line 1 , with words ."
+
+
+def test_a_worker_dead_before_a_chunk_is_sent_to_it_is_the_worker_error():
+    # The parent's next step with a dead worker may be a send (its task pipe then has no reader):
+    # that broken pipe is the worker's death, not stdout's reader going away, which the CLI ends
+    # with status 0 (CI once saw `groc tokenize -j 2` exit 0 with no output after a worker's kill -9).
+    def lines():
+        for worker in multiprocessing.active_children():  # the two tokenize_lines has just started
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.join()
+        yield from ["A line, with words."] * 100
+
+    with pytest.raises(GrocError, match=r"^a tokenizer worker process ended unexpectedly \(exit status -9\); "
+                                        r"run again, or with -j 1$"):
+        list(tokenize_lines(lines(), TokenizeOptions(), jobs=2))
 
 
 def test_cli_pipes_stdin_to_stdout(groc):

@@ -167,7 +167,7 @@ def tokenize_lines(lines: Iterable[str], options: TokenizeOptions, jobs: int = 1
             if pending == IN_FLIGHT * jobs:
                 yield from _result(workers[(sent - pending) % jobs])
                 pending -= 1
-            workers[sent % jobs][1].send(chunk)
+            _send(workers[sent % jobs], chunk)
             sent += 1
             pending += 1
         while pending:
@@ -187,14 +187,28 @@ def tokenize_lines(lines: Iterable[str], options: TokenizeOptions, jobs: int = 1
             process.join()
 
 
+def _died(process) -> GrocError:
+    process.join()
+    return GrocError(f"a tokenizer worker process ended unexpectedly (exit status {process.exitcode}); "
+                     "run again, or with -j 1")
+
+
+def _send(worker: tuple, chunk: list[str]) -> None:
+    """Send a chunk to a worker. A dead worker's task pipe has no reader: that broken pipe is the
+    worker's death, not stdout's reader going away (which ends a stage normally)."""
+    process, task_writer, _ = worker
+    try:
+        task_writer.send(chunk)
+    except (BrokenPipeError, ConnectionResetError):
+        raise _died(process) from None
+
+
 def _result(worker: tuple) -> list[str]:
     process, _, result_reader = worker
     try:
         ok, value = result_reader.recv()
     except EOFError:
-        process.join()
-        raise GrocError(f"a tokenizer worker process ended unexpectedly (exit status {process.exitcode}); "
-                        "run again, or with -j 1") from None
+        raise _died(process) from None
     if not ok:
         raise RuntimeError(f"tokenizer worker: {value}")
     return value
