@@ -29,8 +29,12 @@ def test_a_worker_dead_before_a_chunk_is_sent_to_it_is_the_worker_error():
     # The parent's next step with a dead worker may be a send (its task pipe then has no reader):
     # that broken pipe is the worker's death, not stdout's reader going away, which the CLI ends
     # with status 0 (CI once saw `groc tokenize -j 2` exit 0 with no output after a worker's kill -9).
+    before = {child.pid for child in multiprocessing.active_children()}
+
     def lines():
-        for worker in multiprocessing.active_children():  # the two tokenize_lines has just started
+        workers = [child for child in multiprocessing.active_children() if child.pid not in before]
+        assert len(workers) == 2  # the two that tokenize_lines has just started
+        for worker in workers:
             os.kill(worker.pid, signal.SIGKILL)
             worker.join()
         yield from ["A line, with words."] * 100
