@@ -1,11 +1,13 @@
 import multiprocessing
 import os
 import signal
+import struct
+import time
 
 import pytest
 
 from groc_cli.errors import GrocError
-from groc_cli.text.tokenizer import TokenizeOptions, tokenize_line, tokenize_lines
+from groc_cli.text.tokenizer import TokenizeOptions, _result, tokenize_line, tokenize_lines
 
 
 def test_moses_splits_punctuation_and_keeps_abbreviations():
@@ -42,6 +44,20 @@ def test_a_worker_dead_before_a_chunk_is_sent_to_it_is_the_worker_error():
     with pytest.raises(GrocError, match=r"^a tokenizer worker process ended unexpectedly \(exit status -9\); "
                                         r"run again, or with -j 1$"):
         list(tokenize_lines(lines(), TokenizeOptions(), jobs=2))
+
+
+def test_a_worker_killed_in_the_middle_of_a_result_is_the_worker_error():
+    # A result larger than the pipe's buffer is written in parts; a worker killed between them
+    # leaves a message cut short, which the parent must report as the worker's death too.
+    worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,), daemon=True)
+    worker.start()
+    os.kill(worker.pid, signal.SIGKILL)
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    os.write(writer.fileno(), struct.pack("!i", 100_000) + b"\x80" * 100)  # a length, then part of the message
+    writer.close()
+    with pytest.raises(GrocError, match=r"^a tokenizer worker process ended unexpectedly \(exit status -9\)"):
+        _result((worker, None, reader))
+    reader.close()
 
 
 def test_cli_pipes_stdin_to_stdout(groc):

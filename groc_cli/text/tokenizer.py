@@ -207,7 +207,7 @@ def _result(worker: tuple) -> list[str]:
     process, _, result_reader = worker
     try:
         ok, value = result_reader.recv()
-    except EOFError:
+    except (EOFError, OSError):  # OSError: "got end of file during message", killed while sending a result
         raise _died(process) from None
     if not ok:
         raise RuntimeError(f"tokenizer worker: {value}")
