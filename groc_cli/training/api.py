@@ -426,7 +426,10 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
                                f"({first_line(exc)}), so the run cannot resume",
                                "re-train the run; its best checkpoint still evaluates ('groc eval --checkpoint best')") from None
         spent = trainer.spent_budget()
-        if spent:
+        if trainer.stopped_early():
+            log(f"{final_dir} has already ended by early stopping ({trainer.pos.bad_epochs} epochs without validation "
+                f"improvement, `patience` {cfg.patience}): nothing to train")
+        elif spent:
             spent = spent.replace("-", "_")
             log(f"{final_dir} has already spent its budget (`{spent}` {getattr(cfg, spent):g}): "
                 f"nothing to train; give a larger `{spent}` with `resume` to continue")

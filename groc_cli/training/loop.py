@@ -293,6 +293,11 @@ class Trainer:
             return "max-epochs"
         return None
 
+    def stopped_early(self) -> bool:
+        """Whether early stopping ended this (resumed) run: `patience` epochs without improvement.
+        Resuming it trains nothing, as a spent budget does (`patience` cannot change on resume)."""
+        return self.pos.bad_epochs >= self.config.patience
+
     # -- the loop ------------------------------------------------------------------------
     def _set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
@@ -323,7 +328,8 @@ class Trainer:
         cfg = self.config
         model = self.model
         steps_per_epoch = len(range(0, self.train_cols.size(0) - 1, cfg.bptt))
-        stop_reason = self.spent_budget()  # a resumed run may have nothing left to train
+        # A resumed run may have nothing left to train.
+        stop_reason = "early-stopping" if self.stopped_early() else self.spent_budget()
         started = time.perf_counter() - self.pos.seconds
         while self.pos.epoch <= cfg.max_epochs and stop_reason is None:
             model.train()

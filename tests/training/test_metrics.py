@@ -64,6 +64,21 @@ def test_a_resumed_run_whose_budget_is_spent_trains_nothing(data, tmp_path):
     assert {name: (run / name).read_bytes() for name in before} == before
 
 
+def test_a_resumed_run_that_early_stopping_ended_trains_nothing(data, tmp_path):
+    """Resuming a finished run with a larger --max-epochs must not train past its early stop (it did:
+    one more epoch, and on an improvement, training went on and replaced its best checkpoint)."""
+    run = tmp_path / "run"
+    args = [*TINY, "--lr", "0.5", "--patience", "2", "--lr-patience", "1", "--max-epochs", "30", "--json"]
+    first = json.loads(run_groc("train", data, "-o", run, *args, check=True).stdout)
+    assert first["stop_reason"] == "early-stopping" and first["epochs"] < 30
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "summary.json"}
+    again = run_groc("train", data, "-o", run, "--resume", "--max-epochs", "40", "--json", check=True)
+    assert "already ended by early stopping" in again.stderr.decode()
+    done = json.loads(again.stdout)
+    assert (done["epochs"], done["steps"], done["stop_reason"]) == (first["epochs"], first["steps"], "early-stopping")
+    assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "summary.json"} == before
+
+
 def test_the_eta_stops_at_the_budget():
     pos = SimpleNamespace(epoch_seconds=10.0, epoch_tokens=1000, tokens=1000, seconds=10.0)
     def trainer(**cfg):
