@@ -146,6 +146,9 @@ def test_paper_configs_are_valid_settings():
         data = tomllib.loads(path.read_text())
         model, trained = ModelConfig(**data["model"]), TrainConfig(**data["train"])
         assert model.emb == (300 if path.parent.name == "penn" else 256) and trained.bptt == 35
+        # One dropout rate on the inputs, between the layers and after the last (the PTB A/B of
+        # recipes/table2-cpu.sh decided it; docs/reproduction.md).
+        assert model.emb_dropout == model.dropout == 0.65 and model.layer_dropout is None, path
     groc = tomllib.loads((REPO / "recipes" / "configs" / "penn" / "groc.toml").read_text())["model"]
     assert groc["out_depth"] == 0 and groc["out_dropout"] == 0.2  # Table 8, penn
 

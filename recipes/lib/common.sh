@@ -38,7 +38,8 @@ printf '# %s %s SCALE=%s DATA=%s WORK=%s (groc %s)\n' "$(date -u +%FT%TZ)" "reci
 
 # The model and budget per scale. small: one configuration for every output layer, bounded by
 # tokens (about 10 minutes for GroC on PTB on 2 CPU cores). paper: appendix B.1 (2 x 1024 LSTM,
-# dropout 0.65, Adam 1e-3, batch 20, BPTT 35, clip 0.1, early stopping) for a GPU.
+# dropout 0.65, Adam 1e-3, batch 20, BPTT 35, clip 0.1, early stopping) for a GPU; the recipes that
+# read recipes/configs (settings() below: Tables 2 and 3) drop the input embeddings at 0.65 too.
 if [ "$SCALE" = small ]; then
   MODEL=(--emb 128 --hidden 256 --dropout 0.3 --seed 1 --log-every 200)
   BUDGET=(--max-tokens "${TOKENS:-400000}")
