@@ -89,7 +89,7 @@ def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp
     made = calls(tmp_path)
     trains = {c.rsplit("/ptb-", 1)[1]: c for c in made if c.startswith("train ")}
     assert set(trains) == {"lookup", "convolutional", "tied", "tied-hidden", "bilinear", "deep-residual", "adaptive", "groc"}
-    prefix = "--emb 200 --hidden 200 --layers 2 --dropout 0.3 --max-epochs 100 --seed 1"
+    prefix = "--emb 200 --hidden 200 --layers 2 --dropout 0.3 --max-epochs 200 --seed 1"
     for kind, c in trains.items():
         layer = "tied" if kind == "tied-hidden" else kind
         assert f"--config {REPO}/recipes/configs/penn/{layer}.toml {prefix}" in c, c
