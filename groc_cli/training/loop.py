@@ -442,7 +442,7 @@ class Trainer:
             if cfg.schedule == "plateau" and self.pos.lr_bad_epochs >= cfg.lr_patience:
                 self._set_lr(self.lr * cfg.lr_decay)
                 self.pos.lr_bad_epochs = 0
-            if self.pos.bad_epochs >= cfg.patience:
+            if self.stopped_early():
                 stop = "early-stopping"
         scheduled = cfg.lr_after_epoch(self.pos.epoch)
         if scheduled is not None:
