@@ -8,7 +8,7 @@ without one (training, or interrupted: ``resume`` continues it), ``metrics.parqu
 ``train`` and ``finetune`` hold while they write it) names a live process is "running (pid N)"; its row only
 reads files, so it never blocks that process. Its test
 perplexity comes from a ``groc eval`` JSON found under the same directories whose ``run`` is that
-run and whose split is test, without a cache (closed vocabulary preferred). A directory that
+run (a relative path: from the working directory or from a directory above the JSON, ``_run_of``) and whose split is test, without a cache (closed vocabulary preferred). A directory that
 holds a ``config.json`` that cannot be read is a row whose status says why, not an error.
 """
 
@@ -104,8 +104,35 @@ def _minutes_so_far(run: Path) -> float | None:
     return round(last / 60, 1) if isinstance(last, (int, float)) and math.isfinite(last) else None
 
 
-def _evals(jsons: list[Path]) -> dict[str, tuple[int, float, str]]:
-    """Resolved run path -> (preference, test perplexity, vocabulary) of the best eval JSON for it."""
+def _run_of(path: Path, data: dict, known: set[str]) -> str | None:
+    """The run (a resolved path in ``known``) that the eval JSON at ``path`` names, or None.
+
+    ``groc eval`` records the run path as it was given, so a relative one is relative to the directory the
+    evaluation ran from, which the JSON does not record: it is tried against the working directory, then
+    against the JSON's own directory and each one above it (a recipe run from the directory holding
+    ``results/`` writes ``results/work/evals/X.json`` naming ``results/work/runs/X``). Where several
+    candidates are runs, the one whose best checkpoint has the JSON's model_checksum is it, else the first."""
+    named = Path(str(data["run"]))
+    here = path.resolve().parent
+    candidates = [named] if named.is_absolute() else [Path.cwd() / named, *(d / named for d in (here, *here.parents))]
+    found: list[str] = []
+    for candidate in candidates:
+        key = str(candidate.resolve())
+        if key in known and key not in found:
+            found.append(key)
+    if len(found) > 1 and isinstance(data.get("model_checksum"), str):
+        from .artifacts import sha256_file
+
+        for key in found:
+            model = Path(key) / "best" / "model.safetensors"
+            if model.is_file() and sha256_file(model) == data["model_checksum"]:
+                return key
+    return found[0] if found else None
+
+
+def _evals(jsons: list[Path], known: set[str]) -> dict[str, tuple[int, float, str]]:
+    """Resolved run path (one of ``known``) -> (preference, test perplexity, vocabulary) of the best eval
+    JSON for it."""
     found: dict[str, tuple[int, float, str]] = {}
     for path in jsons:
         try:
@@ -119,8 +146,10 @@ def _evals(jsons: list[Path]) -> dict[str, tuple[int, float, str]]:
         settings = data.get("settings") if isinstance(data.get("settings"), dict) else {}
         if settings.get("split") != "test" or settings.get("cache", "none") != "none" or settings.get("grid"):
             continue
+        key = _run_of(path, data, known)
+        if key is None:
+            continue
         vocab = str(settings.get("vocab", "model"))
-        key = str(Path(data["run"]).resolve()) if Path(data["run"]).is_absolute() else str((Path.cwd() / data["run"]).resolve())
         rank = 0 if vocab == "model" else 1
         if key not in found or rank < found[key][0]:
             found[key] = (rank, float(data["perplexity"]), vocab)
@@ -168,7 +197,7 @@ def table(roots: Iterable[Path], sort: str | None = None) -> list[dict]:
     if sort is not None and sort not in COLUMNS:
         raise GrocError(f"sort {sort!r}: expected one of {', '.join(COLUMNS)}")
     runs, jsons = find(roots)
-    evals = _evals(jsons)
+    evals = _evals(jsons, {str(r.resolve()) for r in runs})
     rows = [row(r, evals) for r in runs]
     if sort is not None:
         def key(r):

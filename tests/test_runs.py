@@ -81,6 +81,26 @@ def test_a_run_being_written_is_running_with_its_pid_and_minutes_so_far(runs, tm
         lock.unlink()
 
 
+def test_an_evaluation_recorded_with_relative_paths_is_found_from_anywhere(runs, tmp_path):
+    """A recipe evaluates from the directory that holds its work (`groc eval runs/tied data`), so the JSON
+    names the run by a relative path; `groc runs` from another directory still gives that run its test
+    perplexity, and where that path also names another run from the working directory, the one whose
+    best checkpoint the JSON's checksum names keeps it."""
+    work = tmp_path / "exp"
+    shutil.copytree(runs / "runs" / "tied", work / "runs" / "tied")
+    shutil.copytree(runs / "data", work / "data")
+    (work / "results" / "evals").mkdir(parents=True)
+    ev = run_groc("eval", "runs/tied", "data", "--split", "test", cwd=work, check=True).stdout
+    assert json.loads(ev)["run"] == "runs/tied"
+    (work / "results" / "evals" / "tied.json").write_bytes(ev)
+    rows = json.loads(run_groc("runs", work, "--json", cwd=tmp_path, check=True).stdout)
+    assert [(r["run"], r["test_ppl"]) for r in rows] == [(str(work / "runs" / "tied"), json.loads(ev)["perplexity"])]
+    shutil.copytree(runs / "runs" / "lookup", tmp_path / "runs" / "tied")  # what runs/tied names from tmp_path
+    rows = json.loads(run_groc("runs", tmp_path, "--json", cwd=tmp_path, check=True).stdout)
+    assert {r["run"]: r["test_ppl"] for r in rows} == {str(work / "runs" / "tied"): json.loads(ev)["perplexity"],
+                                                       str(tmp_path / "runs" / "tied"): None}
+
+
 def test_table_csv_and_sort(runs):
     table = run_groc("runs", runs / "runs", "--sort", "parameters", check=True).stdout.decode().splitlines()
     assert table[0].split()[:3] == ["run", "status", "kind"] and len(table) == 5
