@@ -6,10 +6,12 @@ training ends: epochs, stopping reason, best validation perplexity, seconds) and
 without one (training, or interrupted: ``resume`` continues it), ``metrics.parquet`` and the last row of
 ``steps.parquet`` (minutes trained so far). A run whose output lock (``.NAME.lock`` beside it, which
 ``train`` and ``finetune`` hold while they write it) names a live process is "running (pid N)"; its row only
-reads files, so it never blocks that process. Its test
-perplexity comes from a ``groc eval`` JSON found under the same directories whose ``run`` is that
-run (a relative path: from the working directory or from a directory above the JSON, ``_run_of``) and whose split is test, without a cache (closed vocabulary preferred). A directory that
-holds a ``config.json`` that cannot be read is a row whose status says why, not an error.
+reads files, so it never blocks that process. Its test perplexity comes from a ``groc eval`` JSON
+found under the same directories whose ``run`` is that run as it is now (the checkpoint it scored still
+has the JSON's model checksum; a relative run path is tried from the working directory and from the
+directories above the JSON, ``_run_of``) and whose split is test, without a cache (closed vocabulary
+preferred). A directory that holds a ``config.json`` that cannot be read is a row whose status says
+why, not an error.
 """
 
 from __future__ import annotations
@@ -104,36 +106,46 @@ def _minutes_so_far(run: Path) -> float | None:
     return round(last / 60, 1) if isinstance(last, (int, float)) and math.isfinite(last) else None
 
 
-def _run_of(path: Path, data: dict, known: set[str]) -> str | None:
-    """The run (a resolved path in ``known``) that the eval JSON at ``path`` names, or None.
+def _run_of(path: Path, data: dict, known: set[str], hashes: dict[Path, str | None]) -> str | None:
+    """The run (a resolved path in ``known``) whose model the eval JSON at ``path`` scored, or None.
 
     ``groc eval`` records the run path as it was given, so a relative one is relative to the directory the
     evaluation ran from, which the JSON does not record: it is tried against the working directory, then
     against the JSON's own directory and each one above it (a recipe run from the directory holding
-    ``results/`` writes ``results/work/evals/X.json`` naming ``results/work/runs/X``). Where several
-    candidates are runs, the one whose best checkpoint has the JSON's model_checksum is it, else the first."""
+    ``results/`` writes ``results/work/evals/X.json`` naming ``results/work/runs/X``). A candidate counts
+    only while the checkpoint the JSON scored (``settings.checkpoint``, best by default) still has the
+    JSON's model_checksum: an evaluation of a model since trained further (``--resume`` with a larger
+    budget) is not that run's test perplexity. ``hashes`` caches each weights file's SHA-256."""
     named = Path(str(data["run"]))
     here = path.resolve().parent
     candidates = [named] if named.is_absolute() else [Path.cwd() / named, *(d / named for d in (here, *here.parents))]
-    found: list[str] = []
+    settings = data.get("settings") if isinstance(data.get("settings"), dict) else {}
+    which = settings.get("checkpoint") if settings.get("checkpoint") in ("best", "last") else "best"
+    checksum = data.get("model_checksum")
     for candidate in candidates:
         key = str(candidate.resolve())
-        if key in known and key not in found:
-            found.append(key)
-    if len(found) > 1 and isinstance(data.get("model_checksum"), str):
-        from .artifacts import sha256_file
+        if key not in known:
+            continue
+        if not isinstance(checksum, str):
+            return key
+        weights = Path(key) / which / "model.safetensors"
+        if weights not in hashes:
+            from .artifacts import sha256_file
 
-        for key in found:
-            model = Path(key) / "best" / "model.safetensors"
-            if model.is_file() and sha256_file(model) == data["model_checksum"]:
-                return key
-    return found[0] if found else None
+            try:
+                hashes[weights] = sha256_file(weights)
+            except OSError:
+                hashes[weights] = None
+        if hashes[weights] == checksum:
+            return key
+    return None
 
 
 def _evals(jsons: list[Path], known: set[str]) -> dict[str, tuple[int, float, str]]:
     """Resolved run path (one of ``known``) -> (preference, test perplexity, vocabulary) of the best eval
     JSON for it."""
     found: dict[str, tuple[int, float, str]] = {}
+    hashes: dict[Path, str | None] = {}
     for path in jsons:
         try:
             if path.stat().st_size > MAX_EVAL_BYTES:
@@ -146,7 +158,7 @@ def _evals(jsons: list[Path], known: set[str]) -> dict[str, tuple[int, float, st
         settings = data.get("settings") if isinstance(data.get("settings"), dict) else {}
         if settings.get("split") != "test" or settings.get("cache", "none") != "none" or settings.get("grid"):
             continue
-        key = _run_of(path, data, known)
+        key = _run_of(path, data, known, hashes)
         if key is None:
             continue
         vocab = str(settings.get("vocab", "model"))

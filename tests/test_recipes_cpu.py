@@ -119,3 +119,32 @@ def test_table2_cpu_some_kinds_then_the_table(tmp_path):
     assert sum(c.startswith("train ") for c in calls(tmp_path)) == 2
     report = json.dumps(calls(tmp_path))
     assert "compare" not in report
+
+
+def test_table2_cpu_continues_a_row_that_a_lower_epochs_cap_ended_and_evaluates_it_again(tmp_path):
+    """A row that the EPOCHS safeguard ended (stop_reason max-epochs) is finished for that EPOCHS, and
+    continued from its last checkpoint (--resume, the raised cap, no --config) by a re-run with a
+    higher one; its old evaluations move to evals/cpu/capN/ and the row is evaluated again."""
+    assert run_recipe("table2-cpu.sh", tmp_path, KINDS="tied").returncode == 0
+    run = tmp_path / "results" / "work" / "runs" / "cpu" / "ptb-tied"
+    evals = tmp_path / "results" / "work" / "evals" / "cpu"
+    (run / "summary.json").write_text(json.dumps({"epochs": 100, "stop_reason": "max-epochs", "best_valid_ppl": 101.45}))
+    old = {f: (evals / f).read_bytes() for f in ("ptb-tied.test.json", "ptb-tied.test-open.json", "ptb-tied.train.json")}
+    (tmp_path / "calls").unlink()
+    assert run_recipe("table2-cpu.sh", tmp_path, KINDS="tied", EPOCHS="100").returncode == 0
+    assert calls(tmp_path) == []  # the cap it was given: finished
+
+    r = run_recipe("table2-cpu.sh", tmp_path, KINDS="tied", EPOCHS="200", PPL_ptb_tied="93.5")
+    assert r.returncode == 0, r.stderr
+    assert "ended by the safeguard at 100 epochs; continuing it to 200" in r.stderr
+    made = calls(tmp_path)
+    assert [c for c in made if c.startswith("train ")] == [
+        f"train {tmp_path}/results/work/ptb --emb 200 --hidden 200 --layers 2 --dropout 0.3 --max-epochs 200 --seed 1 "
+        f"--log-every 500 --checkpoint-every 300 --emb-dropout 0.3 -o {run} --resume"]
+    assert sum(c.startswith("eval ") for c in made) == 3
+    assert {f: (evals / "cap100" / f).read_bytes() for f in old} == old and (evals / "cap100" / "ptb-tied.test.parquet").exists()
+    assert json.loads((evals / "ptb-tied.test.json").read_text())["perplexity"] == 93.5
+
+    (tmp_path / "calls").unlink()
+    assert run_recipe("table2-cpu.sh", tmp_path, KINDS="tied", EPOCHS="200").returncode == 0
+    assert calls(tmp_path) == []  # early stopping ended the continuation: done

@@ -85,7 +85,8 @@ def test_an_evaluation_recorded_with_relative_paths_is_found_from_anywhere(runs,
     """A recipe evaluates from the directory that holds its work (`groc eval runs/tied data`), so the JSON
     names the run by a relative path; `groc runs` from another directory still gives that run its test
     perplexity, and where that path also names another run from the working directory, the one whose
-    best checkpoint the JSON's checksum names keeps it."""
+    best checkpoint the JSON's checksum names keeps it; once the run has trained on, the JSON no longer
+    gives its test perplexity."""
     work = tmp_path / "exp"
     shutil.copytree(runs / "runs" / "tied", work / "runs" / "tied")
     shutil.copytree(runs / "data", work / "data")
@@ -99,6 +100,12 @@ def test_an_evaluation_recorded_with_relative_paths_is_found_from_anywhere(runs,
     rows = json.loads(run_groc("runs", tmp_path, "--json", cwd=tmp_path, check=True).stdout)
     assert {r["run"]: r["test_ppl"] for r in rows} == {str(work / "runs" / "tied"): json.loads(ev)["perplexity"],
                                                        str(tmp_path / "runs" / "tied"): None}
+    # trained further (a larger budget on --resume), the run has a new best model: the JSON scored the old one
+    best = (work / "runs" / "tied" / "best" / "model.safetensors").read_bytes()
+    run_groc("train", "data", "-o", "runs/tied", "--max-tokens", "3000", *TINY, "--resume", cwd=work, check=True)
+    assert (work / "runs" / "tied" / "best" / "model.safetensors").read_bytes() != best
+    rows = json.loads(run_groc("runs", work, "--json", cwd=tmp_path, check=True).stdout)
+    assert [(r["run"], r["test_ppl"]) for r in rows] == [(str(work / "runs" / "tied"), None)]
 
 
 def test_table_csv_and_sort(runs):

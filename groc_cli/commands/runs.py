@@ -29,7 +29,8 @@ One row per run directory found under the directories given (a run holds config.
 running (pid N) while a train or finetune process writes it; unfinished, which --resume continues; or
 damaged with why), kind, stage (train or finetune), parameters, dataset, epochs, stop_reason,
 best_valid_ppl, test_ppl (from a 'groc eval' JSON under the same directories: split test, no cache;
-its relative run path is tried from here, then from the JSON's directory and those above it;
+its relative run path is tried from here, then from the JSON's directory and those above it, and it
+counts only while the checkpoint it scored is unchanged;
 test_vocab says model or union), minutes (of training; so far, for a run not done), groc_version. Columns: """ + ", ".join(COLUMNS) + "."
 
 

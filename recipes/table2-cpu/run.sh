@@ -24,6 +24,8 @@
 # JOBS (default 2; one thread each), DROPOUT, EPOCHS, CHECKPOINT_EVERY (default 300 steps: a GroC
 # epoch is 1,328 steps of up to 40 minutes on a busy core). Re-running skips finished rows and resumes
 # an interrupted one from its last checkpoint (a row started without step checkpoints takes them up);
+# a row that an earlier, lower EPOCHS ended is continued to today's and evaluated again (the old
+# evaluations move to $WORK/evals/cpu/capN/);
 # a finished row's evaluations and per-token records are written as soon as it ends, so an
 # interruption costs at most the unfinished rows and 300 steps of each running one. Progress of every
 # row (epochs, best validation perplexity, finished or not): groc runs results/work/runs/cpu
@@ -43,6 +45,19 @@ RUNS=$WORK/runs/cpu
 EVALS=$WORK/evals/cpu
 CPU=(--emb 200 --hidden 200 --layers 2 --dropout "$DROPOUT" --max-epochs "$EPOCHS" --seed 1 --log-every 500
      --checkpoint-every "$CHECKPOINT_EVERY")
+# capped_at RUN: the epochs of a finished RUN that the max-epochs safeguard ended below EPOCHS, else nothing.
+capped_at() {
+  python - "$1/summary.json" "$EPOCHS" <<'PY'
+import json, sys
+try:
+    summary = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit()
+epochs = summary.get("epochs")
+if summary.get("stop_reason") == "max-epochs" and isinstance(epochs, int) and epochs < int(sys.argv[2]):
+    print(epochs)
+PY
+}
 row() {
   local kind=$1 layer=$1 extra=() lex=()
   case $kind in
@@ -50,8 +65,25 @@ row() {
     *) extra=(--emb-dropout "$DROPOUT") ;;
   esac
   [ "$kind" = groc ] && lex=(--lexicon "$WORK/ptb.lexicon.parquet")
-  train "$RUNS/ptb-$kind" "$WORK/ptb" --config "$ROOT/recipes/configs/penn/$layer.toml" "${CPU[@]}" "${extra[@]}" \
-    ${lex[@]+"${lex[@]}"}
+  local run=$RUNS/ptb-$kind capped
+  capped=$(capped_at "$run")
+  if [ -n "$capped" ]; then
+    # The EPOCHS safeguard ended this row below today's EPOCHS: early stopping, not a cap, ends a row, so
+    # it goes on from its last checkpoint (--resume raises the cap), and the evaluations of the model it
+    # had are kept in $EVALS/cap$capped/ (the row is evaluated again when it ends). An interrupted
+    # continuation keeps the old summary.json, so a re-run continues it again.
+    echo "$NAME: ptb-$kind was ended by the safeguard at $capped epochs; continuing it to $EPOCHS" >&2
+    mkdir -p "$EVALS/cap$capped"
+    local f
+    for f in "$EVALS/ptb-$kind".{test.json,test.parquet,test-open.json,train.json}; do
+      [ ! -e "$f" ] || mv "$f" "$EVALS/cap$capped/"
+    done
+    _logged groc train "$WORK/ptb" "${CPU[@]}" "${extra[@]}" ${lex[@]+"${lex[@]}"} -o "$run" --resume
+    groc train "$WORK/ptb" "${CPU[@]}" "${extra[@]}" ${lex[@]+"${lex[@]}"} -o "$run" --resume
+  else
+    train "$run" "$WORK/ptb" --config "$ROOT/recipes/configs/penn/$layer.toml" "${CPU[@]}" "${extra[@]}" \
+      ${lex[@]+"${lex[@]}"}
+  fi
   capture "$EVALS/ptb-$kind.test.json" groc eval "$RUNS/ptb-$kind" "$WORK/ptb" --split test \
     --per-token "$EVALS/ptb-$kind.test.parquet"
   capture "$EVALS/ptb-$kind.test-open.json" groc eval "$RUNS/ptb-$kind" "$WORK/ptb" --split test --vocab union \
