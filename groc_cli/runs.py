@@ -114,7 +114,7 @@ def _run_of(path: Path, data: dict, known: set[str], hashes: dict[Path, str | No
     against the JSON's own directory and each one above it (a recipe run from the directory holding
     ``results/`` writes ``results/work/evals/X.json`` naming ``results/work/runs/X``). A candidate counts
     only while the checkpoint the JSON scored (``settings.checkpoint``, best by default) still has the
-    JSON's model_checksum: an evaluation of a model since trained further (``--resume`` with a larger
+    JSON's model_checksum: an evaluation of a model since trained further (resumed with a larger
     budget) is not that run's test perplexity. ``hashes`` caches each weights file's SHA-256."""
     named = Path(str(data["run"]))
     here = path.resolve().parent
