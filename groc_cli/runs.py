@@ -123,7 +123,10 @@ def _run_of(path: Path, data: dict, known: set[str], hashes: dict[Path, str | No
     which = settings.get("checkpoint") if settings.get("checkpoint") in ("best", "last") else "best"
     checksum = data.get("model_checksum")
     for candidate in candidates:
-        key = str(candidate.resolve())
+        try:
+            key = str(candidate.resolve())
+        except (OSError, ValueError):  # a crafted path (a NUL byte, a symlink loop) names no run
+            continue
         if key not in known:
             continue
         if not isinstance(checksum, str):

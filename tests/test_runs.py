@@ -127,3 +127,9 @@ def test_bad_input_is_one_line(runs, tmp_path):
         assert len(r.stderr.decode().strip().splitlines()) == 1
     r = run_groc("runs", tmp_path, check=True)
     assert r.stdout == b"" and "no run directories" in r.stderr.decode()
+    # an eval JSON whose run path no file system accepts (a NUL byte) names no run: the table is as without it
+    shutil.copytree(runs / "runs" / "lookup", tmp_path / "r" / "lookup")
+    (tmp_path / "r" / "bad.json").write_text(json.dumps({"run": "a\u0000b", "perplexity": 5.0, "model_checksum": "x",
+                                                        "settings": {"split": "test"}}))
+    rows = json.loads(run_groc("runs", tmp_path / "r", "--json", check=True).stdout)
+    assert [(r["status"], r["test_ppl"]) for r in rows] == [("done", None)]
