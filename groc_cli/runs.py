@@ -106,8 +106,9 @@ def _minutes_so_far(run: Path) -> float | None:
     return round(last / 60, 1) if isinstance(last, (int, float)) and math.isfinite(last) else None
 
 
-def _run_of(path: Path, data: dict, known: set[str], hashes: dict[Path, str | None]) -> str | None:
-    """The run (a resolved path in ``known``) whose model the eval JSON at ``path`` scored, or None.
+def _run_of(path: Path, data: dict, settings: dict, known: set[str], hashes: dict[Path, str | None]) -> str | None:
+    """The run (a resolved path in ``known``) whose model the eval JSON at ``path`` (``data``, its
+    ``settings``) scored, or None.
 
     ``groc eval`` records the run path as it was given, so a relative one is relative to the directory the
     evaluation ran from, which the JSON does not record: it is tried against the working directory, then
@@ -119,7 +120,6 @@ def _run_of(path: Path, data: dict, known: set[str], hashes: dict[Path, str | No
     named = Path(str(data["run"]))
     here = path.resolve().parent
     candidates = [named] if named.is_absolute() else [Path.cwd() / named, *(d / named for d in (here, *here.parents))]
-    settings = data.get("settings") if isinstance(data.get("settings"), dict) else {}
     which = settings.get("checkpoint") if settings.get("checkpoint") in ("best", "last") else "best"
     checksum = data.get("model_checksum")
     for candidate in candidates:
@@ -161,7 +161,7 @@ def _evals(jsons: list[Path], known: set[str]) -> dict[str, tuple[int, float, st
         settings = data.get("settings") if isinstance(data.get("settings"), dict) else {}
         if settings.get("split") != "test" or settings.get("cache", "none") != "none" or settings.get("grid"):
             continue
-        key = _run_of(path, data, known, hashes)
+        key = _run_of(path, data, settings, known, hashes)
         if key is None:
             continue
         vocab = str(settings.get("vocab", "model"))

@@ -74,12 +74,12 @@ row() {
     # continuation keeps the old summary.json, so a re-run continues it again.
     echo "$NAME: ptb-$kind was ended by the safeguard at $capped epochs; continuing it to $EPOCHS" >&2
     mkdir -p "$EVALS/cap$capped"
-    local f
-    for f in "$EVALS/ptb-$kind".{test.json,test.parquet,test-open.json,train.json}; do
+    local f cmd=(groc train "$WORK/ptb" "${CPU[@]}" "${extra[@]}" ${lex[@]+"${lex[@]}"} -o "$run" --resume)
+    for f in "$EVALS/ptb-$kind".*; do  # what the evaluations below wrote (ptb-KIND.test.json, ...)
       [ ! -e "$f" ] || mv "$f" "$EVALS/cap$capped/"
     done
-    _logged groc train "$WORK/ptb" "${CPU[@]}" "${extra[@]}" ${lex[@]+"${lex[@]}"} -o "$run" --resume
-    groc train "$WORK/ptb" "${CPU[@]}" "${extra[@]}" ${lex[@]+"${lex[@]}"} -o "$run" --resume
+    _logged "${cmd[@]}"
+    "${cmd[@]}"
   else
     train "$run" "$WORK/ptb" --config "$ROOT/recipes/configs/penn/$layer.toml" "${CPU[@]}" "${extra[@]}" \
       ${lex[@]+"${lex[@]}"}
