@@ -22,7 +22,8 @@ FAKE = r'''groc() {
     prepare) mkdir -p "$o" ;;
     lexicon) touch "$o" ;;
     train) mkdir -p "$o"; echo '{"parameters": 2653200, "epochs": 13, "stop_reason": "early-stopping", "seconds": 4321.0,
-             "best_valid_ppl": 110.5, "final": {"train_ppl": 40.25, "valid_ppl": 121.5}}' > "$o/summary.json" ;;
+             "best_valid_ppl": 110.5, "final": {"train_ppl": 40.25, "valid_ppl": 121.5}}' > "$o/summary.json"
+           echo '{}' > "$o/config.json"; touch "$o/metrics.parquet" ;;
     eval) run=$(basename "$2"); run=${run//-/_}; local var="PPL_$run"; [ -n "$pt" ] && touch "$pt"
           case " $* " in *" --split train "*) echo '{"perplexity": 60.0}' ;; *) echo "{\"perplexity\": ${!var:-100.0}}" ;; esac ;;
     compare) echo '{"bins": [{"bin": "1-49", "median_diff": -0.25}, {"bin": "0", "median_diff": null}],
@@ -99,7 +100,7 @@ def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp
     assert len(evals) == 24 and sum("--per-token" in c for c in evals) == 8 and sum("--vocab union" in c for c in evals) == 8
     assert sum(c.endswith("--split train") for c in evals) == 8
     compares = [c for c in made if c.startswith("compare ")]
-    assert len(compares) == 6 and all(c.endswith("--column model --names " + c.split("ptb-")[1].split(".")[0] + ",groc")
+    assert len(compares) == 6 and all(c.endswith("--column model --names " + c.split("ptb-")[1].split("/")[0] + ",groc")
                                       for c in compares)
     table = (tmp_path / "results" / "table2-cpu" / "table2-cpu.md").read_text()
     assert "| tied | 2,653,200 | 13 | early-stopping | 72 | 60.0 | 110.5 | 101.0 | 101.0 | 86.2 |" in table
@@ -110,6 +111,34 @@ def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp
     (tmp_path / "calls").unlink()
     assert run_recipe("table2-cpu.sh", tmp_path, **ppl).returncode == 0
     assert calls(tmp_path) == []
+
+
+def test_table2_cpu_rows_with_records_outlive_the_work_folder(tmp_path):
+    """Each finished row's record (summary, config, per-epoch metrics, its four evaluations) is written to
+    RECORDS; with the work folder and Figure 3's comparisons lost, a re-run trains and evaluates nothing,
+    makes the comparisons again from the records and writes the same table."""
+    ppl = {"PPL_ptb_tied": "101.0", "PPL_ptb_adaptive": "95.0", "PPL_ptb_groc": "90.0"}
+    records = tmp_path / "kept"
+    assert run_recipe("table2-cpu.sh", tmp_path, RECORDS=str(records), **ppl).returncode == 0
+    kinds = ["lookup", "convolutional", "tied", "tied-hidden", "bilinear", "deep-residual", "adaptive", "groc"]
+    assert sorted(p.name for p in records.iterdir()) == sorted(f"ptb-{k}" for k in kinds)
+    assert sorted(p.name for p in (records / "ptb-groc").iterdir()) == [
+        "config.json", "metrics.parquet", "summary.json", "test-open.json", "test.json", "test.parquet", "train.json"]
+    assert json.loads((records / "ptb-adaptive" / "test.json").read_text())["perplexity"] == 95.0
+    out = tmp_path / "results" / "table2-cpu"
+    table = (out / "table2-cpu.md").read_text()
+
+    subprocess.run(["rm", "-r", str(tmp_path / "results" / "work"), str(tmp_path / "calls")], check=True)
+    for f in out.glob("compare-*.json"):
+        f.unlink()
+    r = run_recipe("table2-cpu.sh", tmp_path, RECORDS=str(records), **ppl)
+    assert r.returncode == 0, r.stderr
+    assert f"= {records}/ptb-groc (kept)" in r.stderr
+    made = calls(tmp_path)
+    assert not [c for c in made if c.split()[0] in ("train", "eval")]
+    assert sorted(c.split()[1] for c in made if c.startswith("compare ")) == sorted(
+        f"{records}/ptb-{k}/test.parquet" for k in kinds if k not in ("groc", "tied-hidden"))
+    assert (out / "table2-cpu.md").read_text() == table
 
 
 def test_table2_cpu_some_kinds_then_the_table(tmp_path):
@@ -144,6 +173,9 @@ def test_table2_cpu_continues_a_row_that_a_lower_epochs_cap_ended_and_evaluates_
     assert sum(c.startswith("eval ") for c in made) == 3
     assert {f: (evals / "cap100" / f).read_bytes() for f in old} == old and (evals / "cap100" / "ptb-tied.test.parquet").exists()
     assert json.loads((evals / "ptb-tied.test.json").read_text())["perplexity"] == 93.5
+    records = tmp_path / "results" / "table2-cpu" / "records"
+    assert json.loads((records / "cap100" / "ptb-tied" / "test.json").read_text())["perplexity"] == 100.0
+    assert json.loads((records / "ptb-tied" / "test.json").read_text())["perplexity"] == 93.5
 
     (tmp_path / "calls").unlink()
     assert run_recipe("table2-cpu.sh", tmp_path, KINDS="tied", EPOCHS="200").returncode == 0

@@ -29,6 +29,12 @@
 # a finished row's evaluations and per-token records are written as soon as it ends, so an
 # interruption costs at most the unfinished rows and 300 steps of each running one. Progress of every
 # row (epochs, best validation perplexity, finished or not): groc runs results/work/runs/cpu
+# RECORDS (default results/table2-cpu/records): each finished row's record, RECORDS/ptb-KIND/ (its
+# summary.json, config.json and metrics.parquet, and its evaluations: test.json, test.parquet with the
+# per-token records, test-open.json, train.json; about 2 MB), written at once when the row's evaluations
+# are complete. A row with a record is finished even where its run is gone, and the table and Figure 3
+# are made from the records alone: keep RECORDS somewhere that outlives the machine (this repository's
+# docs/records/table2-cpu/ holds ours), and losing WORK costs only the unfinished rows.
 NAME=table2-cpu
 source "$(dirname "$0")/../lib/common.sh"
 select_kinds tied tied-hidden lookup adaptive bilinear deep-residual convolutional groc
@@ -43,6 +49,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-
 ptb
 RUNS=$WORK/runs/cpu
 EVALS=$WORK/evals/cpu
+RECORDS=${RECORDS:-$OUT/records}
 CPU=(--emb 200 --hidden 200 --layers 2 --dropout "$DROPOUT" --max-epochs "$EPOCHS" --seed 1 --log-every 500
      --checkpoint-every "$CHECKPOINT_EVERY")
 # capped_at RUN: the epochs of a finished RUN that the max-epochs safeguard ended below EPOCHS, else nothing.
@@ -65,8 +72,9 @@ row() {
     *) extra=(--emb-dropout "$DROPOUT") ;;
   esac
   [ "$kind" = groc ] && lex=(--lexicon "$WORK/ptb.lexicon.parquet")
-  local run=$RUNS/ptb-$kind capped
+  local run=$RUNS/ptb-$kind record=$RECORDS/ptb-$kind capped
   capped=$(capped_at "$run")
+  if [ -z "$capped" ] && [ -e "$record" ]; then echo "= $record (kept)" >&2; return 0; fi
   if [ -n "$capped" ]; then
     # The EPOCHS safeguard ended this row below today's EPOCHS: early stopping, not a cap, ends a row, so
     # it goes on from its last checkpoint (--resume raises the cap), and the evaluations of the model it
@@ -78,6 +86,7 @@ row() {
     for f in "$EVALS/ptb-$kind".*; do  # what the evaluations below wrote (ptb-KIND.test.json, ...)
       [ ! -e "$f" ] || mv "$f" "$EVALS/cap$capped/"
     done
+    if [ -e "$record" ]; then mkdir -p "$RECORDS/cap$capped" && mv "$record" "$RECORDS/cap$capped/"; fi
     _logged "${cmd[@]}"
     "${cmd[@]}"
   else
@@ -90,6 +99,21 @@ row() {
     ${lex[@]+"${lex[@]}"}
   # The training split scored as the test split is (no dropout): over- or underfitting, row by row.
   capture "$EVALS/ptb-$kind.train.json" groc eval "$RUNS/ptb-$kind" "$WORK/ptb" --split train
+  keep_record "$kind"
+}
+# keep_record KIND: the finished row's record, $RECORDS/ptb-KIND/ (see the top), made in a folder aside
+# and moved into place whole; Figure 3's comparisons made from the row's earlier record are removed.
+keep_record() {
+  local kind=$1 record=$RECORDS/ptb-$1
+  _begin "$record" kept || return 0
+  local tmp what ok=1; tmp=$(mktemp -d "$record.partial.XXXXXX") && chmod 755 "$tmp"
+  cp "$RUNS/ptb-$kind/"{summary.json,config.json,metrics.parquet} "$tmp/" || ok=0
+  for what in test.json test.parquet test-open.json train.json; do cp "$EVALS/ptb-$kind.$what" "$tmp/$what" || ok=0; done
+  [ "$ok" = 1 ] || { rm -rf "$tmp"; echo "$NAME: the record of ptb-$kind could not be made (above)" >&2; return 1; }
+  mv -T "$tmp" "$record"
+  echo "  kept $record" >> "${LOG:-/dev/null}"
+  case $kind in groc) rm -f "$OUT"/compare-*-groc.json ;; *) rm -f "$OUT/compare-$kind-groc.json" ;; esac
+  _end
 }
 running=0 failed=0
 for kind in $KINDS; do
@@ -102,7 +126,7 @@ while [ "$running" -gt 0 ]; do wait -n || failed=1; running=$((running - 1)); do
 stop_if_some_kinds
 for kind in $KINDS; do
   case $kind in groc|tied-hidden) continue ;; esac
-  capture "$EVALS/compare-$kind-groc.json" groc compare "$EVALS/ptb-$kind.test.parquet" "$EVALS/ptb-groc.test.parquet" \
+  capture "$OUT/compare-$kind-groc.json" groc compare "$RECORDS/ptb-$kind/test.parquet" "$RECORDS/ptb-groc/test.parquet" \
     --column model --names "$kind,groc"
 done
-report table2-cpu --out="$OUT" --work="$WORK" --kinds="$KINDS"
+report table2-cpu --out="$OUT" --records="$RECORDS" --kinds="$KINDS"

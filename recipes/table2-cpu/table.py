@@ -13,20 +13,20 @@ TABLE2_CPU_LABELS = {"tied-hidden": "tied, hidden-unit dropout only (A/B)"}
 
 
 @report
-def table2_cpu(out: Path, work: Path, kinds: list[str]) -> None:
-    """Table 2 on PTB with every output layer trained to convergence on CPU (table2-cpu.sh)."""
+def table2_cpu(out: Path, records: Path, kinds: list[str]) -> None:
+    """Table 2 on PTB with every output layer trained to convergence on CPU (table2-cpu.sh), from the finished
+    rows' records (records/ptb-KIND/) and Figure 3's comparisons in out."""
     t = Table("table2-cpu", "Table 2 on PTB, 2 x 200 prefix, every output layer trained to early stopping on CPU",
               ["output", "params", "epochs", "stopped", "minutes", "train_ppl", "valid_ppl", "test_ppl", "test_open_ppl",
                "paper_test_ppl"], {"params": ",", "epochs": "d", "minutes": ".0f"})
-    ev = work / "evals" / "cpu"
     tests = {}
     for kind in kinds:
-        s = summary(work / "runs" / "cpu" / f"ptb-{kind}")
-        tests[kind] = load(ev / f"ptb-{kind}.test.json")["perplexity"]
+        row = records / f"ptb-{kind}"
+        s = summary(row)
+        tests[kind] = load(row / "test.json")["perplexity"]
         t.add(output=TABLE2_CPU_LABELS.get(kind, kind), params=s["parameters"], epochs=s["epochs"],
-              stopped=s["stop_reason"], minutes=s["seconds"] / 60, train_ppl=load(ev / f"ptb-{kind}.train.json")["perplexity"],
-              valid_ppl=s["best_valid_ppl"], test_ppl=tests[kind],
-              test_open_ppl=load(ev / f"ptb-{kind}.test-open.json")["perplexity"],
+              stopped=s["stop_reason"], minutes=s["seconds"] / 60, train_ppl=load(row / "train.json")["perplexity"],
+              valid_ppl=s["best_valid_ppl"], test_ppl=tests[kind], test_open_ppl=load(row / "test-open.json")["perplexity"],
               paper_test_ppl=PAPER_TABLE2[kind][0][1] if kind in PAPER_TABLE2 else None)
     notes = ["Prefix: 2 LSTM layers, emb 200, 200 units, one dropout rate on the input embeddings, between the layers "
              "and after the last (tied-hidden: none on the inputs); each layer's Table 8 settings from "
@@ -41,7 +41,7 @@ def table2_cpu(out: Path, work: Path, kinds: list[str]) -> None:
     if "groc" in kinds:
         best = min(table_kinds, key=lambda k: tests[k]) if table_kinds else None
         for base in dict.fromkeys(k for k in ("tied", best) if k in table_kinds):
-            r = load(ev / f"compare-{base}-groc.json")
+            r = load(out / f"compare-{base}-groc.json")
             bins = ", ".join(f"{b['bin']}: {b['median_diff']:+.3f}" for b in r["bins"] if b["median_diff"] is not None)
             which = "the best table model, " if base == best else ""
             notes.append(f"Figure 3, GroC minus {which}{base}: median loss per training-frequency bin (nats, PTB test, "
