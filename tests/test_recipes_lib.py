@@ -45,6 +45,21 @@ def test_step_and_capture_skip_done_work_and_keep_failures_out(tmp_path):
     assert r.returncode == 0 and marker.exists()
 
 
+def test_a_run_that_ran_no_command_removes_only_what_it_made(tmp_path):
+    r = bash("echo ran", tmp_path)  # sourced, then done without a command: nothing of its own is left
+    assert r.returncode == 0 and r.stdout == "ran\n" and not (tmp_path / "results").exists()
+    r = bash("echo ran; exit 3", tmp_path)
+    assert r.returncode == 3 and not (tmp_path / "results").exists()  # its exit status is kept
+    kept = tmp_path / "results" / "work" / "ptb"
+    kept.mkdir(parents=True)
+    assert bash("echo ran", tmp_path).returncode == 0
+    assert kept.exists() and not (tmp_path / "results" / "t").exists()  # what was there stays
+    r = bash(f"step {tmp_path}/results/work/made touch {tmp_path}/results/work/made", tmp_path)
+    assert r.returncode == 0 and "+ touch" in (tmp_path / "results" / "t" / "commands.log").read_text()
+    assert bash("echo ran", tmp_path).returncode == 0  # a later run's header stays in an existing log
+    assert (tmp_path / "results" / "t" / "commands.log").read_text().count("\n# ") == 1
+
+
 def test_bad_scale_or_data_stop_before_work(tmp_path):
     r = bash("echo ran", tmp_path, SCALE="huge")
     assert r.returncode == 2 and "SCALE must be small, paper or tiny" in r.stderr and "ran" not in r.stdout
@@ -184,7 +199,7 @@ def test_table_recipes_refuse_unknown_kinds_before_any_work(tmp_path):
                            env=recipe_env(tmp_path, KINDS="tied bogus", DATASETS="ptb"))
         assert r.returncode == 2, (recipe, r.stderr)
         assert "bogus" in r.stderr.strip().splitlines()[-1]
-    assert not (tmp_path / "results" / "work" / "ptb").exists()
+    assert not (tmp_path / "results").exists()  # nothing made, not even the log or an empty folder
 
 
 def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):

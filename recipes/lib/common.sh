@@ -31,10 +31,28 @@ case "$REUTERS_MIN_COUNT" in
 esac
 [ -d "$DATA" ] || { echo "$NAME: DATA=$DATA is not a directory (see ../shared/data/README.md)" >&2; exit 2; }
 OUT=$RESULTS/$NAME
+# The folders and the log that this run makes here are removed again when it ends without having run a
+# command (a recipe that refuses one of its own settings, or finds everything done in a new place):
+# a refused run leaves nothing behind. Only what is still empty, or holds just this run's log header, goes.
+_MADE=() _MADE_LOG=
+for _d in "$OUT" "$WORK"; do
+  while [ ! -e "$_d" ]; do _MADE+=("$_d"); _d=$(dirname "$_d"); done
+done
 mkdir -p "$OUT" "$WORK"
 LOG=${LOG:-$OUT/commands.log}
+[ -e "$LOG" ] || _MADE_LOG=$LOG
 printf '# %s %s SCALE=%s DATA=%s WORK=%s (groc %s)\n' "$(date -u +%FT%TZ)" "recipes/$NAME.sh" "$SCALE" "$DATA" "$WORK" \
   "$(groc --version | cut -d' ' -f2)" >> "$LOG"
+_unmake() {
+  if [ -n "$_MADE_LOG" ] && [ "$(wc -l < "$_MADE_LOG" 2>/dev/null)" = 1 ]; then rm -f "$_MADE_LOG"; fi
+  local d gone=1
+  while [ "$gone" = 1 ]; do  # deepest first: a folder goes once the ones it held have gone
+    gone=0
+    for d in ${_MADE[@]+"${_MADE[@]}"}; do [ -d "$d" ] && rmdir "$d" 2>/dev/null && gone=1; done
+  done
+  return 0
+}
+trap _unmake EXIT
 
 # The model and budget per scale. small: one configuration for every output layer, bounded by
 # tokens (about 10 minutes for GroC on PTB on 2 CPU cores). paper: appendix B.1 (2 x 1024 LSTM,
