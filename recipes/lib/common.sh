@@ -32,8 +32,8 @@ esac
 [ -d "$DATA" ] || { echo "$NAME: DATA=$DATA is not a directory (see ../shared/data/README.md)" >&2; exit 2; }
 OUT=$RESULTS/$NAME
 # The folders and the log that this run makes here are removed again when it ends without having run a
-# command (a recipe that refuses one of its own settings, or finds everything done in a new place):
-# a refused run leaves nothing behind. Only what is still empty, or holds just this run's log header, goes.
+# command (say, a recipe that refuses one of its own settings), so that a refused run leaves nothing
+# behind. Only what is still empty, or holds just this run's log header, goes.
 _MADE=() _MADE_LOG=
 for _d in "$OUT" "$WORK"; do
   while [ ! -e "$_d" ]; do _MADE+=("$_d"); _d=$(dirname "$_d"); done
