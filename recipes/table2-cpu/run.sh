@@ -106,11 +106,11 @@ row() {
 keep_record() {
   local kind=$1 record=$RECORDS/ptb-$1
   _begin "$record" kept || return 0
-  local tmp f ok=1; tmp=$(mktemp -d "$record.partial.XXXXXX") && chmod 755 "$tmp"
+  local tmp what ok=1; tmp=$(mktemp -d "$record.partial.XXXXXX") && chmod 755 "$tmp"
   cp "$RUNS/ptb-$kind/"{summary.json,config.json,metrics.parquet} "$tmp/" || ok=0
-  for f in "$EVALS/ptb-$kind".*; do  # what row()'s evaluations wrote: ptb-KIND.test.json becomes test.json, ...
-    cp "$f" "$tmp/${f#"$EVALS/ptb-$kind."}" || ok=0
-  done
+  # The four evaluations by name, not a glob of ptb-KIND.*: a capture killed with its session leaves
+  # ptb-KIND.test.json.partial.XXXXXX beside them, which is no part of the record.
+  for what in test.json test.parquet test-open.json train.json; do cp "$EVALS/ptb-$kind.$what" "$tmp/$what" || ok=0; done
   [ "$ok" = 1 ] || { rm -rf "$tmp"; echo "$NAME: the record of ptb-$kind could not be made (above)" >&2; return 1; }
   mv -T "$tmp" "$record"
   echo "  kept $record" >> "${LOG:-/dev/null}"
