@@ -10,8 +10,9 @@ reads files, so it never blocks that process. Its test perplexity comes from a `
 found under the same directories whose ``run`` is that run as it is now (the checkpoint it scored still
 has the JSON's model checksum; a relative run path is tried from the working directory and from the
 directories above the JSON, ``_run_of``) and whose split is test, without a cache (closed vocabulary
-preferred). A directory that holds a ``config.json`` that cannot be read is a row whose status says
-why, not an error.
+preferred). A record (``is_record``: a finished run kept without its checkpoints, its evaluations inside
+it) is a row with status "record" and the test perplexity of its own evaluation. A directory that holds a
+``config.json`` that cannot be read is a row whose status says why, not an error.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def find(roots: Iterable[Path]) -> tuple[list[Path], list[Path]]:
             if "config.json" in files and _claims_run(here / "config.json"):
                 runs.add(here)
                 dirs[:] = []  # a run holds no other runs
+                # its own evaluations (a record keeps them beside its summary; _evals checks whose they are)
+                jsons.update(here / f for f in files if f.endswith(".json") and f not in ("config.json", "summary.json"))
                 continue
             jsons.update(here / f for f in files if f.endswith(".json"))
     return sorted(runs), sorted(jsons)
@@ -161,7 +164,10 @@ def _evals(jsons: list[Path], known: set[str]) -> dict[str, tuple[int, float, st
         settings = data.get("settings") if isinstance(data.get("settings"), dict) else {}
         if settings.get("split") != "test" or settings.get("cache", "none") != "none" or settings.get("grid"):
             continue
-        key = _run_of(path, data, settings, known, hashes)
+        # A record's own evaluation is the record's (no weights are left to check it against; the run it
+        # names, if also listed, has its own copy under evals/); any other is the run it scored.
+        key = str(path.parent.resolve()) if str(path.parent.resolve()) in known and is_record(path.parent) else None
+        key = key or _run_of(path, data, settings, known, hashes)
         if key is None:
             continue
         vocab = str(settings.get("vocab", "model"))
@@ -171,8 +177,16 @@ def _evals(jsons: list[Path], known: set[str]) -> dict[str, tuple[int, float, st
     return found
 
 
+def is_record(run: Path) -> bool:
+    """A finished run kept without its checkpoints (summary.json, and neither best/ nor last/), as
+    ``recipes/table2-cpu.sh`` keeps each row under docs/records: its numbers stand, but it cannot be
+    evaluated or resumed again."""
+    return (run / "summary.json").is_file() and not (run / "best").exists() and not (run / "last").exists()
+
+
 def row(run: Path, evals: dict[str, tuple[int, float, str]]) -> dict:
-    """One run's row (COLUMNS); ``status``: done, running (pid N), unfinished or damaged (with why)."""
+    """One run's row (COLUMNS); ``status``: done, record (done, kept without its checkpoints), running (pid N),
+    unfinished or damaged (with why)."""
     out = {c: None for c in COLUMNS}
     out["run"] = str(run)
     config = _load(run / "config.json")
@@ -198,7 +212,9 @@ def row(run: Path, evals: dict[str, tuple[int, float, str]]) -> dict:
         out["status"] = ("damaged: summary.json unreadable" if damaged else
                          f"running (pid {writer})" if writer is not None else
                          "unfinished" if (run / "last").is_dir() else "unfinished: no checkpoint")
-    if not (run / "best" / "model.safetensors").is_file() and out["status"] == "done":
+    if out["status"] == "done" and is_record(run):
+        out["status"] = "record"
+    elif not (run / "best" / "model.safetensors").is_file() and out["status"] == "done":
         out["status"] = "damaged: best/model.safetensors missing"
     test = evals.get(str(run.resolve()))
     if test is not None:

@@ -108,6 +108,37 @@ def test_an_evaluation_recorded_with_relative_paths_is_found_from_anywhere(runs,
     assert [(r["run"], r["test_ppl"]) for r in rows] == [(str(work / "runs" / "tied"), None)]
 
 
+def test_a_record_kept_without_weights_is_a_row_with_its_own_test_perplexity(runs, tmp_path):
+    """A finished row kept as recipes/table2-cpu.sh keeps it (summary, config and metrics, its evaluations
+    inside it, no checkpoints) is status "record" with its own test perplexity, not a damaged run; listed
+    beside the run it was kept from, each keeps its own; a run whose best weights alone are gone is damaged."""
+    tied = runs / "runs" / "tied"
+    record = tmp_path / "records" / "ptb-tied"
+    record.mkdir(parents=True)
+    for name in ("summary.json", "config.json", "metrics.parquet"):
+        shutil.copy(tied / name, record / name)
+    test = json.loads((runs / "runs" / "evals" / "tied-test.json").read_text())
+    shutil.copy(runs / "runs" / "evals" / "tied-test.json", record / "test.json")
+    train = run_groc("eval", tied, runs / "data", "--split", "train", check=True).stdout
+    (record / "train.json").write_bytes(train)  # not the test split: never the test perplexity
+    (record / "test.json.partial.x1y2z3").write_text("{")  # what a killed capture leaves: ignored
+    rows = json.loads(run_groc("runs", tmp_path / "records", runs / "runs", "--json", check=True).stdout)
+    by = {r["run"]: r for r in rows}
+    summary = json.loads((tied / "summary.json").read_text())
+    kept = by[str(record)]
+    assert kept["status"] == "record" and kept["kind"] == "tied" and kept["test_ppl"] == test["perplexity"]
+    assert (kept["epochs"], kept["best_valid_ppl"], kept["parameters"]) == (
+        summary["epochs"], summary["best_valid_ppl"], summary["parameters"])
+    assert by[str(tied)]["status"] == "done" and by[str(tied)]["test_ppl"] == test["perplexity"]
+    table = run_groc("runs", tmp_path / "records", check=True).stdout.decode().splitlines()
+    assert table[1].split()[:3] == [str(record), "record", "tied"]
+    gone = tmp_path / "gone"
+    shutil.copytree(tied, gone / "tied")
+    (gone / "tied" / "best" / "model.safetensors").unlink()
+    rows = json.loads(run_groc("runs", gone, "--json", check=True).stdout)
+    assert [r["status"] for r in rows] == ["damaged: best/model.safetensors missing"]
+
+
 def test_table_csv_and_sort(runs):
     table = run_groc("runs", runs / "runs", "--sort", "parameters", check=True).stdout.decode().splitlines()
     assert table[0].split()[:3] == ["run", "status", "kind"] and len(table) == 5

@@ -23,12 +23,15 @@ EPILOG = """[bold]Examples[/bold]
 
   groc runs runs/ --csv > runs.csv
 
-  groc runs runs/ --json | jq '.[] | select(.status != "done") | .run'
+  groc runs runs/ --json | jq '.[] | select(.status == "unfinished") | .run'
+
+  groc runs docs/records/table2-cpu
 
 One row per run directory found under the directories given (a run holds config.json): status (done;
-running (pid N) while a train or finetune process writes it; unfinished, which --resume continues; or
-damaged with why), kind, stage (train or finetune), parameters, dataset, epochs, stop_reason,
-best_valid_ppl, test_ppl (from a 'groc eval' JSON under the same directories: split test, no cache;
+record, a finished run kept without its checkpoints, as recipes/table2-cpu.sh keeps each row; running
+(pid N) while a train or finetune process writes it; unfinished, which --resume continues; or damaged
+with why), kind, stage (train or finetune), parameters, dataset, epochs, stop_reason,
+best_valid_ppl, test_ppl (from a 'groc eval' JSON under the same directories, or a record's own: split test, no cache;
 its relative run path is tried from here, then from the JSON's directory and those above it, and it
 counts only while the checkpoint it scored is unchanged;
 test_vocab says model or union), minutes (of training; so far, for a run not done), groc_version. Columns: """ + ", ".join(COLUMNS) + "."
