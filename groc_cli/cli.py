@@ -29,6 +29,24 @@ _SETTINGS = dict(add_completion=False, pretty_exceptions_enable=False, pretty_ex
                  rich_markup_mode="rich", context_settings={"help_option_names": ["-h", "--help"]})
 
 
+def _reflowed(epilog: str | None) -> str | None:
+    """A command's epilog with each prose paragraph on one line, for rich to wrap to the terminal: typer's
+    rich mode keeps single line breaks, so prose wrapped in the source broke mid-sentence in --help. An
+    indented line (an example command) stays a line of its own."""
+    if not epilog:
+        return epilog
+    paragraphs = []
+    for paragraph in epilog.split("\n\n"):
+        lines: list[str] = []
+        for line in paragraph.split("\n"):
+            if lines and line.strip() and not line[:1].isspace() and not lines[-1][:1].isspace():
+                lines[-1] = f"{lines[-1].rstrip()} {line.strip()}"
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
 class _LazyCommand(TyperCommand):
     """A command whose module (and so torch) is imported only when the command runs or shows its own
     help: `groc --help`, `groc tokenize` and `groc prepare` never pay for the others' imports. It
@@ -45,6 +63,7 @@ class _LazyCommand(TyperCommand):
             single = typer.Typer(**_SETTINGS)
             module.register(single)
             self._real = typer.main.get_command(single)
+            self._real.epilog = _reflowed(self._real.epilog)
         return self._real
 
     def make_context(self, info_name, args, parent=None, **extra):

@@ -29,6 +29,16 @@ def test_stage_help_ends_with_an_example(groc):
         assert "Examples" in out and f"groc {stage}" in out
 
 
+def test_help_prose_wraps_to_the_terminal_not_to_the_source(groc):
+    """An epilog's prose is wrapped at the terminal's width, not broken where its source line ended
+    (typer's rich mode keeps single line breaks); example commands stay one a line."""
+    wide = [line.rstrip() for line in groc("eval", "--help", env={"COLUMNS": "250"}).stdout.decode().splitlines()]
+    assert any('tokens_per_s; with --grid also "grid"' in line for line in wide)  # one sentence, two source lines
+    assert "   groc eval runs/ptb-tied data/ptb --config local-cache.toml theta=0.5" in wide
+    narrow = groc("eval", "--help", env={"COLUMNS": "80"}).stdout.decode()
+    assert max(map(len, narrow.splitlines())) <= 80
+
+
 def test_help_and_the_light_stages_do_not_import_torch():
     """`groc --help`, `groc tokenize` and `groc prepare` load only their own command module: torch
     (2 s of a 3 s start) is imported by the stages that use it, when they run."""
