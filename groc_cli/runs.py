@@ -42,8 +42,8 @@ def find(roots: Iterable[Path]) -> tuple[list[Path], list[Path]]:
         root = Path(root)
         if not root.exists():
             raise GrocError(f"{root}: no such directory")
-        if root.is_file():
-            raise GrocError(f"{root} is a file; give directories that hold run directories (or runs themselves)")
+        if not root.is_dir():  # a file, or a device such as /dev/null
+            raise GrocError(f"{root} is not a directory; give directories that hold run directories (or runs themselves)")
         for here, dirs, files in os.walk(root, followlinks=True):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP)
             here = Path(here)

@@ -152,7 +152,9 @@ def test_table_csv_and_sort(runs):
 
 def test_bad_input_is_one_line(runs, tmp_path):
     for args, needle in (((runs / "runs", "--sort", "colour"), "--sort"), ((tmp_path / "missing",), "no such directory"),
-                         ((runs / "runs", "--json", "--csv"), "pick one")):
+                         ((runs / "runs", "--json", "--csv"), "pick one"),
+                         ((runs / "runs" / "tied" / "config.json",), "not a directory"),
+                         (("/dev/null",), "not a directory")):
         r = run_groc("runs", *args)
         assert r.returncode == 2 and r.stdout == b"" and needle in r.stderr.decode()
         assert len(r.stderr.decode().strip().splitlines()) == 1
