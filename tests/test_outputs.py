@@ -199,7 +199,8 @@ def special_files(directory: Path) -> dict[str, Path]:
 
 def test_force_never_replaces_nor_opens_a_special_file(work, tmp_path):
     """A device node, a FIFO or a socket as an output is refused at once in one line, with or without
-    --force: --force replaced /dev/full with a regular file and blocked forever opening a FIFO."""
+    --force: --force replaced /dev/full with a regular file and blocked forever opening a FIFO; and
+    `train -o` a device no longer says to pass --force (which it would refuse too)."""
     text = tmp_path / "text.txt"
     text.write_text("a few words\n")
     made = special_files(tmp_path)
@@ -208,8 +209,9 @@ def test_force_never_replaces_nor_opens_a_special_file(work, tmp_path):
     for kind, path in made.items():
         before = os.stat(path)
         for args, flag in [(("tokenize", text, "-o", path), "-o"), (("plot", work / "run", "-o", path), "-o"),
-                           (("eval", work / "run", work / "data", "--split", "valid", "--per-token", path), "--per-token")]:
-            for force in [("--force",)] + ([()] if args[0] == "tokenize" else []):
+                           (("eval", work / "run", work / "data", "--split", "valid", "--per-token", path), "--per-token"),
+                           (("train", work / "data", "-o", path, "--max-epochs", "1", *TINY), "-o")]:
+            for force in [("--force",)] + ([()] if args[0] in ("tokenize", "train") else []):
                 try:
                     r = subprocess.run([sys.executable, "-m", "groc_cli", *map(str, args), *force], capture_output=True,
                                        env={**os.environ, **TEST_ENV}, timeout=300)

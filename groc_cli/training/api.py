@@ -16,7 +16,8 @@ import torch
 import torch.distributed as dist
 
 from ..version import __version__
-from ..artifacts import check_destination, first_line, disk_full, output_lock, replace_path, sha256_file, write_json
+from ..artifacts import (check_destination, first_line, disk_full, output_lock, replace_path, sha256_file, special_kind,
+                         write_json)
 from ..console import log
 from ..environment import environment
 from ..errors import DamagedInput, GrocError, as_setting_error
@@ -299,7 +300,8 @@ def check_new_run_dir(run_dir: Path, force: bool, rank: int, inputs: tuple = ())
     if rank != 0:
         return
     empty = _empty_dir(run_dir)
-    if run_dir.exists() and not force and not empty:
+    # a device or FIFO is refused by check_destination whatever `force` says, so it is not "a run to replace"
+    if run_dir.exists() and not force and not empty and not special_kind(run_dir):
         raise GrocError(f"run directory {run_dir} already exists; pass `resume` to continue it or `force` to start over")
     check_destination(run_dir, force or empty, "-o", "run directory", inputs)
 
