@@ -117,6 +117,9 @@ def test_misaligned_files_are_refused(tmp_path, pair):
         compare(a, plain)
     with pytest.raises(GrocError, match="not found"):
         compare(a, tmp_path / "missing.parquet")
+    for path, what in [(tmp_path, "is a directory"), ("/dev/null", "is a character device")]:  # exist, but no file
+        with pytest.raises(GrocError, match=f"^per-token file {path} {what}; give a file written by"):
+            compare(a, path)
 
 
 def test_cli_refuses_misaligned_files_and_bad_bins_with_one_line(tmp_path, pair, groc):
