@@ -74,13 +74,30 @@ def test_press_wolf_trains_the_four_rows_as_the_reference_code_and_writes_the_ta
 
 
 def test_cpu_recipes_refuse_bad_rows_and_jobs_before_any_work(tmp_path):
-    for recipe, env, word in (("press-wolf.sh", {"ROWS": "untied bogus"}, "bogus"), ("press-wolf.sh", {"JOBS": "0"}, "JOBS"),
-                              ("table2-cpu.sh", {"KINDS": "tied bogus"}, "bogus"), ("table2-cpu.sh", {"JOBS": "x"}, "JOBS"),
-                              ("table2-cpu.sh", {"CHECKPOINT_EVERY": "1e3"}, "CHECKPOINT_EVERY")):
+    """JOBS=0 once started rows one at a time and then reported a failure that never happened; EPOCHS=0 let
+    every row fail after the data steps. Each is now one line before any work."""
+    for recipe, env, line in (
+            ("press-wolf.sh", {"ROWS": "untied bogus"}, "press-wolf: ROWS takes untied wt pr wt-pr, not 'bogus'"),
+            ("press-wolf.sh", {"JOBS": "0"}, "press-wolf: JOBS must be a whole number of at least 1, not '0'"),
+            ("table2-cpu.sh", {"KINDS": "tied bogus"}, None),
+            ("table2-cpu.sh", {"JOBS": "x"}, "table2-cpu: JOBS must be a whole number of at least 1, not 'x'"),
+            ("table2-cpu.sh", {"JOBS": "0"}, "table2-cpu: JOBS must be a whole number of at least 1, not '0'"),
+            ("table2-cpu.sh", {"EPOCHS": "0"}, "table2-cpu: EPOCHS must be a whole number of at least 1, not '0'"),
+            ("table2-cpu.sh", {"EPOCHS": "2x"}, "table2-cpu: EPOCHS must be a whole number of at least 1, not '2x'"),
+            ("table2-cpu.sh", {"CHECKPOINT_EVERY": "1e3"},
+             "table2-cpu: CHECKPOINT_EVERY must be a whole number of at least 0, not '1e3'")):
         r = run_recipe(recipe, tmp_path, **env)
         assert r.returncode == 2, (recipe, r.stderr)
-        assert word in r.stderr.strip().splitlines()[-1]
+        assert r.stderr.strip().splitlines() == [line] if line else "bogus" in r.stderr, (recipe, env, r.stderr)
         assert calls(tmp_path) == [] and not (tmp_path / "results").exists()  # no log, no empty folders
+    r = run_recipe("table2-cpu.sh", tmp_path, KINDS="tied", CHECKPOINT_EVERY="0")  # 0: at epoch ends only
+    assert r.returncode == 0, r.stderr
+    assert "--checkpoint-every 0" in next(c for c in calls(tmp_path) if c.startswith("train "))
+    converge = subprocess.run(["bash", str(REPO / "recipes" / "converge.sh")], capture_output=True, text=True,
+                              env=recipe_env(tmp_path, JOBS="0", OUT=str(tmp_path / "converge")))
+    assert converge.returncode == 2 and converge.stderr.strip().splitlines() == [
+        "converge: JOBS must be a whole number of at least 1, not '0'"]
+    assert not (tmp_path / "converge").exists()
 
 
 def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp_path):

@@ -53,6 +53,7 @@ def test_bad_arguments_and_no_usable_gpu_stop_before_any_work(tmp_path):
         (["start"], {"MINUTES": "0"}, 2, "MINUTES must be a positive number"),
         (["start"], {"SCALE": "small"}, 2, "SCALE must be paper or tiny, not 'small'"),
         (["start"], {"DATASET": "wiki"}, 2, "DATASET must be ptb or wt2, not 'wiki'"),
+        (["start"], {"JOBS": "0"}, 2, "JOBS must be a whole number of at least 1, not '0'"),
         (["start"], {"KINDS": "tied bogus"}, 2, "KINDS takes lookup convolutional tied bilinear deep-residual adaptive "
                                                "groc, not 'bogus'"),
         (["status"], {"SCALE": "tiny"}, 2, "nothing was started in"),

@@ -41,7 +41,7 @@ for m in $MODELS; do
   case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn|groc-sparse) ;;
     *) echo "$NAME: MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn groc-sparse, not '$m'" >&2; exit 2 ;; esac
 done
-case "$JOBS$MINUTES$EPOCHS" in *[!0-9]*) echo "$NAME: JOBS, MINUTES and EPOCHS must be whole numbers" >&2; exit 2 ;; esac
+counts JOBS MINUTES EPOCHS
 mkdir -p "$OUT"
 LOG=$OUT/commands.log
 printf '# %s recipes/converge.sh MODELS="%s" (groc %s)\n' "$(date -u +%FT%TZ)" "$MODELS" "$(groc --version | cut -d' ' -f2)" >> "$LOG"

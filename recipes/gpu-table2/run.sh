@@ -42,10 +42,10 @@ MINUTES=${MINUTES:-20}
 DATASET=${DATASET:-ptb}
 case "$DATASET" in ptb|wt2) ;; *) echo "$NAME: DATASET must be ptb or wt2, not '$DATASET'" >&2; exit 2 ;; esac
 JOBS=${JOBS:-2}
-[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "$NAME: JOBS must be a whole number of at least 1, not '$JOBS'" >&2; exit 2; }
 # status and wait only read: they leave commands.log alone.
 case "$VERB" in status|wait|stop|unpack) LOG=/dev/null ;; esac
 source "$(dirname "$SELF")/../lib/common.sh"
+counts JOBS
 select_kinds "${OUTPUT_LAYERS[@]}"
 STATE=$OUT/$SCALE-$DATASET
 DEVICE=(--device cuda); [ "$SCALE" = tiny ] && DEVICE=(--device cpu)

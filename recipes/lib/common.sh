@@ -26,9 +26,7 @@ case "$SCALE" in
   *) echo "$NAME: SCALE must be small, paper or tiny, not '$SCALE'" >&2; exit 2 ;;
 esac
 REUTERS_MIN_COUNT=${REUTERS_MIN_COUNT:-2}  # the Reuters source domain's --min-count (see reuters() below)
-case "$REUTERS_MIN_COUNT" in
-  *[!0-9]*|0*) echo "$NAME: REUTERS_MIN_COUNT must be a whole number of at least 1, not '$REUTERS_MIN_COUNT'" >&2; exit 2 ;;
-esac
+counts REUTERS_MIN_COUNT
 [ -d "$DATA" ] || { echo "$NAME: DATA=$DATA is not a directory (see ../shared/data/README.md)" >&2; exit 2; }
 OUT=$RESULTS/$NAME
 # The folders and the log that this run makes here are removed again when it ends without having run a

@@ -24,7 +24,7 @@ NAME=press-wolf
 source "$(dirname "$0")/../lib/common.sh"
 ROWS=${ROWS:-untied wt pr wt-pr}
 JOBS=${JOBS:-2}
-case "$JOBS" in ''|*[!0-9]*|0) echo "$NAME: JOBS must be a whole number of at least 1, not '$JOBS'" >&2; exit 2 ;; esac
+counts JOBS
 for r in $ROWS; do
   case $r in untied|wt|pr|wt-pr) ;; *) echo "$NAME: ROWS takes untied wt pr wt-pr, not '$r'" >&2; exit 2 ;; esac
 done

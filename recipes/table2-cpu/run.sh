@@ -42,9 +42,8 @@ JOBS=${JOBS:-2}
 DROPOUT=${DROPOUT:-0.3}
 EPOCHS=${EPOCHS:-200}
 CHECKPOINT_EVERY=${CHECKPOINT_EVERY:-300}
-case "$JOBS$EPOCHS$CHECKPOINT_EVERY" in
-  *[!0-9]*) echo "$NAME: JOBS, EPOCHS and CHECKPOINT_EVERY must be whole numbers" >&2; exit 2 ;;
-esac
+counts JOBS EPOCHS
+counts --or-zero CHECKPOINT_EVERY  # 0: checkpoints at epoch ends only
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 ptb
 RUNS=$WORK/runs/cpu
