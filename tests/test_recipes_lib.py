@@ -246,3 +246,11 @@ def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
     assert f"= {out}/near (done)" in second.stderr and f"= {out}/tied/summary.json (trained)" in second.stderr
     table = lambda text: text.rsplit(";", 1)[0]  # all but the running time
     assert table(second.stdout) == table(first.stdout)
+
+    # LINES that head cannot take stopped the run after its first step, with two errors
+    for bad in ("abc", "0"):
+        r = subprocess.run(["bash", "-c", fake + f"bash {REPO}/recipes/quickstart.sh"], capture_output=True, text=True,
+                           env={**env, "LINES": bad, "OUT": str(tmp_path / "bad")}, stdin=subprocess.DEVNULL)
+        assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+            f"quickstart: LINES must be a whole number of at least 1, not '{bad}'"]
+        assert not calls.exists() and not (tmp_path / "bad").exists()

@@ -41,7 +41,7 @@ for m in $MODELS; do
   case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn|groc-sparse) ;;
     *) echo "$NAME: MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn groc-sparse, not '$m'" >&2; exit 2 ;; esac
 done
-counts JOBS MINUTES EPOCHS
+counts JOBS MINUTES EPOCHS LINES
 mkdir -p "$OUT"
 LOG=$OUT/commands.log
 printf '# %s recipes/converge.sh MODELS="%s" (groc %s)\n' "$(date -u +%FT%TZ)" "$MODELS" "$(groc --version | cut -d' ' -f2)" >> "$LOG"

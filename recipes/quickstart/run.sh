@@ -19,6 +19,7 @@ OUT=${OUT:-quickstart}
 WORK=$OUT  # its stage locks: $OUT/.locks
 SAMPLE=groc_cli/data
 LINES=${LINES:-2500}   # lines of each other-domain novel to test on
+counts LINES
 mkdir -p "$OUT"
 # The table in README/docs was made with 2 CPU threads; another count changes the last bits of
 # floating-point sums and may move a last digit. OMP_NUM_THREADS=1 is the faster choice on a busy machine.
