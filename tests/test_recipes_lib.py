@@ -186,11 +186,23 @@ def test_tiny_scale_is_each_config_at_2x32_on_its_own_slices(tmp_path):
     assert r.stdout.strip() == f"{tmp_path}/w/tiny"  # given again to a child process: not nested
 
 
-def test_reuters_min_count_must_be_a_positive_whole_number(tmp_path):
-    for bad in ("0", "two", "-1", "1.5"):
-        r = bash("echo reached", tmp_path, REUTERS_MIN_COUNT=bad)
+def test_counts_and_budgets_are_checked_before_any_work(tmp_path):
+    """REUTERS_MIN_COUNT, TOKENS and EPOCHS are whole numbers of at least 1 and MINUTES a positive number, or
+    the recipe stops in one line before any work (a bad budget used to fail each training after the data)."""
+    for var, bad in [("REUTERS_MIN_COUNT", b) for b in ("0", "two", "-1", "1.5")] + [
+            ("TOKENS", "400K"), ("TOKENS", "0"), ("EPOCHS", "0"), ("EPOCHS", "1e2")]:
+        r = bash("echo reached", tmp_path, **{var: bad})
         assert r.returncode == 2 and "reached" not in r.stdout and not (tmp_path / "results").exists()
-        assert r.stderr.strip().splitlines() == [f"t: REUTERS_MIN_COUNT must be a whole number of at least 1, not '{bad}'"]
+        assert r.stderr.strip().splitlines() == [f"t: {var} must be a whole number of at least 1, not '{bad}'"]
+    for bad in ("0", "-5", "1m", "0.0"):
+        r = bash("echo reached", tmp_path, MINUTES=bad)
+        assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+            f"t: MINUTES must be a positive number of minutes, not '{bad}'"]
+    for env, budget in [({"TOKENS": "5000"}, "--max-tokens 5000"), ({"SCALE": "paper", "EPOCHS": "3"}, "--max-epochs 3"),
+                        ({"MINUTES": "0.5"}, "--max-tokens 400000 --max-minutes 0.5"),
+                        ({"TOKENS": "", "MINUTES": ""}, "--max-tokens 400000")]:
+        r = bash('echo "${BUDGET[*]}"', tmp_path, **env)
+        assert r.returncode == 0 and r.stdout.strip() == budget, (env, r.stdout, r.stderr)
 
 
 def test_table_recipes_refuse_unknown_kinds_before_any_work(tmp_path):

@@ -52,6 +52,10 @@ _unmake() {
 }
 trap _unmake EXIT
 
+# The budgets' settings, checked before any work (a bad one failed each training after the data steps).
+for _v in TOKENS EPOCHS; do [ -z "${!_v:-}" ] || counts "$_v"; done
+[ -z "${MINUTES:-}" ] || { [[ "$MINUTES" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk "BEGIN { exit !($MINUTES > 0) }"; } \
+  || { echo "$NAME: MINUTES must be a positive number of minutes, not '$MINUTES'" >&2; exit 2; }
 # The model and budget per scale. small: one configuration for every output layer, bounded by
 # tokens (about 10 minutes for GroC on PTB on 2 CPU cores). paper: appendix B.1 (2 x 1024 LSTM,
 # dropout 0.65, Adam 1e-3, batch 20, BPTT 35, clip 0.1, early stopping) for a GPU; the recipes that
