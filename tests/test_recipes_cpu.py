@@ -84,6 +84,8 @@ def test_cpu_recipes_refuse_bad_rows_and_jobs_before_any_work(tmp_path):
             ("table2-cpu.sh", {"JOBS": "0"}, "table2-cpu: JOBS must be a whole number of at least 1, not '0'"),
             ("table2-cpu.sh", {"EPOCHS": "0"}, "table2-cpu: EPOCHS must be a whole number of at least 1, not '0'"),
             ("table2-cpu.sh", {"EPOCHS": "2x"}, "table2-cpu: EPOCHS must be a whole number of at least 1, not '2x'"),
+            ("table2-cpu.sh", {"DROPOUT": "1"}, "table2-cpu: DROPOUT must be a rate in [0, 1), not '1'"),
+            ("table2-cpu.sh", {"DROPOUT": "0,3"}, "table2-cpu: DROPOUT must be a rate in [0, 1), not '0,3'"),
             ("table2-cpu.sh", {"CHECKPOINT_EVERY": "1e3"},
              "table2-cpu: CHECKPOINT_EVERY must be a whole number of at least 0, not '1e3'")):
         r = run_recipe(recipe, tmp_path, **env)
