@@ -214,6 +214,17 @@ def test_table_recipes_refuse_unknown_kinds_before_any_work(tmp_path):
     assert not (tmp_path / "results").exists()  # nothing made, not even the log or an empty folder
 
 
+def test_recipes_refuse_their_own_counts_before_any_work(tmp_path):
+    for recipe, var, bad in (("table10.sh", "THREADS", "0"), ("table10.sh", "STEPS", "x"),
+                             ("check-open-vocab.sh", "LINES", "0"), ("check-open-vocab.sh", "CHECK_TOKENS", "6e4")):
+        r = subprocess.run(["bash", str(REPO / "recipes" / recipe)], capture_output=True, text=True,
+                           env=recipe_env(tmp_path, **{var: bad}), stdin=subprocess.DEVNULL, timeout=60)
+        name = recipe.removesuffix(".sh")
+        assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+            f"{name}: {var} must be a whole number of at least 1, not '{bad}'"], (recipe, r.stderr)
+    assert not (tmp_path / "results").exists()
+
+
 def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
     """quickstart.sh shares steps.sh with the paper recipes: its outputs go to OUT, LINES sets the
     test sets' size, and a second run skips every finished step (a stand-in groc records its calls)."""

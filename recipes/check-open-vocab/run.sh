@@ -6,17 +6,19 @@
 #                                        test samples piped through tokenize -> prepare; ~25 min on 2 cores
 NAME=check-open-vocab
 source "$(dirname "$0")/../lib/common.sh"
+LINES=${LINES:-900} CHECK_TOKENS=${CHECK_TOKENS:-60000}
+counts LINES CHECK_TOKENS
 reuters
 SAMPLES=(news14:"$DATA/wmt-newstest/newstest2014-deen.en" wiki:"$DATA/wikitext-2-raw/wiki.test.raw"
          books:"$DATA/gutenberg/chesterton-ball.txt")
 C=$WORK/check$REUTERS_SUFFIX  # its runs are on $REUTERS: one folder per Reuters vocabulary
 mkdir -p "$C"
 for pair in "${SAMPLES[@]}"; do
-  test_sample "$C/${pair%%:*}" "${pair#*:}" "${LINES:-900}"
+  test_sample "$C/${pair%%:*}" "${pair#*:}" "$LINES"
 done
 step "$C/lexicon.parquet" groc lexicon --vocab "$REUTERS" --vocab "$C/news14" --vocab "$C/wiki" --vocab "$C/books" \
   -o "$C/lexicon.parquet"
-TINY=(--emb 64 --hidden 128 --dropout 0.2 --max-tokens "${CHECK_TOKENS:-60000}" --seed 1 --log-every 50)
+TINY=(--emb 64 --hidden 128 --dropout 0.2 --max-tokens "$CHECK_TOKENS" --seed 1 --log-every 50)
 for kind in "${OUTPUT_LAYERS[@]}"; do
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$C/lexicon.parquet")
   train "$C/runs/$kind" "$REUTERS" --output-layer "$kind" "${TINY[@]}" "${extra[@]}"

@@ -9,6 +9,8 @@ NAME=table10
 source "$(dirname "$0")/../lib/common.sh"
 DATASETS=${DATASETS:-ptb}
 PROBS=${PROBS:-1.0,0.9,0.7,0.5,0.3,0.1}
+THREADS=${THREADS:-2} STEPS=${STEPS:-15}
+counts THREADS STEPS
 for ds in $DATASETS; do
   case $ds in
     ptb) ptb; text=$DATA/ptb/ptb.train.txt ;;
@@ -16,11 +18,11 @@ for ds in $DATASETS; do
     *) echo "table10: unknown dataset $ds (ptb, wt2)" >&2; exit 2 ;;
   esac
   if [ "$SCALE" = small ]; then
-    size=(--emb 128 --hidden 256 --device cpu --threads "${THREADS:-2}")
+    size=(--emb 128 --hidden 256 --device cpu --threads "$THREADS")
   else
     size=(--emb 300 --hidden 1024 --device cuda --amp)
   fi
   capture "$WORK/bench/$SCALE/$ds-train-throughput.json" python benchmarks/train_throughput.py --train "$text" \
-    --lexicon "$WORK/$ds.lexicon.parquet" --steps "${STEPS:-15}" --update-prob "$PROBS" "${size[@]}"
+    --lexicon "$WORK/$ds.lexicon.parquet" --steps "$STEPS" --update-prob "$PROBS" "${size[@]}"
 done
 report table10 --out="$OUT" --work="$WORK" --scale="$SCALE" --datasets="$DATASETS"
