@@ -21,7 +21,7 @@ FAKE = r'''groc() {
     --version) echo "groc 0.1.0" ;;
     prepare) mkdir -p "$o" ;;
     lexicon) touch "$o" ;;
-    train) mkdir -p "$o"; echo '{"parameters": 2653200, "epochs": 13, "stop_reason": "early-stopping", "seconds": 4321.0,
+    train) mkdir -p "$o"; sleep "${TRAIN_SECONDS:-0}"; echo '{"parameters": 2653200, "epochs": 13, "stop_reason": "early-stopping", "seconds": 4321.0,
              "best_valid_ppl": 110.5, "final": {"train_ppl": 40.25, "valid_ppl": 121.5}}' > "$o/summary.json"
            echo '{}' > "$o/config.json"; touch "$o/metrics.parquet" ;;
     eval) run=$(basename "$2"); run=${run//-/_}; local var="PPL_$run"; [ -n "$pt" ] && touch "$pt"
@@ -161,6 +161,25 @@ def test_table2_cpu_rows_with_records_outlive_the_work_folder(tmp_path):
     assert sorted(c.split()[1] for c in made if c.startswith("compare ")) == sorted(
         f"{records}/ptb-{k}/test.parquet" for k in kinds if k not in ("groc", "tied-hidden"))
     assert (out / "table2-cpu.md").read_text() == table
+
+
+def test_table2_cpu_two_processes_with_one_queue_from_both_ends_train_each_row_once(tmp_path):
+    """docs/reproduction.md runs the queue from both ends once GroC is done: each row trains and is
+    evaluated once, by whichever process reaches it first; the other waits for it and skips it."""
+    (tmp_path / "ptb").mkdir()
+    env = recipe_env(tmp_path, CALLS=str(tmp_path / "calls"), TRAIN_SECONDS="1")
+    procs = [subprocess.Popen(["bash", "-c", FAKE + f"bash {REPO}/recipes/table2-cpu.sh"], env={**env, "KINDS": kinds},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+             for kinds in ("tied lookup adaptive bilinear", "bilinear adaptive lookup tied")]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    made = calls(tmp_path)
+    trained = sorted(c.rsplit("/ptb-", 1)[1] for c in made if c.startswith("train "))
+    assert trained == ["adaptive", "bilinear", "lookup", "tied"]  # once each
+    assert sum(c.startswith("eval ") for c in made) == 12
+    records = tmp_path / "results" / "table2-cpu" / "records"
+    assert sorted(p.name for p in records.iterdir()) == ["ptb-adaptive", "ptb-bilinear", "ptb-lookup", "ptb-tied"]
 
 
 def test_table2_cpu_some_kinds_then_the_table(tmp_path):
