@@ -166,8 +166,8 @@ def _evals(jsons: list[Path], known: set[str]) -> dict[str, tuple[int, float, st
             continue
         # A record's own evaluation is the record's (no weights are left to check it against; the run it
         # names, if also listed, has its own copy under evals/); any other is the run it scored.
-        key = str(path.parent.resolve()) if str(path.parent.resolve()) in known and is_record(path.parent) else None
-        key = key or _run_of(path, data, settings, known, hashes)
+        own = str(path.parent.resolve())
+        key = own if own in known and is_record(path.parent) else _run_of(path, data, settings, known, hashes)
         if key is None:
             continue
         vocab = str(settings.get("vocab", "model"))

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..artifacts import atomic_path, claim_output, provenance, read_metadata, special_kind, write_parquet
+from ..artifacts import atomic_path, claim_output, output_kind, provenance, read_metadata, write_parquet
 from ..console import err, log
 from ..errors import GrocError, SettingError
 from ..settings import check_fields, setting
@@ -118,9 +118,8 @@ def load_per_token(path: Path, column: str, with_freq: bool) -> PerToken:
     if not path.is_file():
         if not path.exists():
             raise GrocError(f"per-token file {path} not found; write one with 'groc eval ... --per-token {path}'")
-        special = special_kind(path)
-        what = "a directory" if path.is_dir() else f"a {special}" if special else "not a regular file"
-        raise GrocError(f"per-token file {path} is {what}; give a file written by 'groc eval ... --per-token FILE'")
+        raise GrocError(f"per-token file {path} is a {output_kind(path)}; give a file written by "
+                        "'groc eval ... --per-token FILE'")
     try:
         meta = read_metadata(path)
         names = set(pq.read_schema(path).names)
