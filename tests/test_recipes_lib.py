@@ -216,7 +216,7 @@ def test_table_recipes_refuse_unknown_kinds_before_any_work(tmp_path):
 
 def test_recipes_refuse_their_own_counts_before_any_work(tmp_path):
     for recipe, var, bad in (("table10.sh", "THREADS", "0"), ("table10.sh", "STEPS", "x"),
-                             ("check-open-vocab.sh", "LINES", "0"), ("check-open-vocab.sh", "CHECK_TOKENS", "6e4")):
+                             ("check-open-vocab.sh", "TEST_LINES", "0"), ("check-open-vocab.sh", "CHECK_TOKENS", "6e4")):
         r = subprocess.run(["bash", str(REPO / "recipes" / recipe)], capture_output=True, text=True,
                            env=recipe_env(tmp_path, **{var: bad}), stdin=subprocess.DEVNULL, timeout=60)
         name = recipe.removesuffix(".sh")
@@ -225,11 +225,8 @@ def test_recipes_refuse_their_own_counts_before_any_work(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
-    """quickstart.sh shares steps.sh with the paper recipes: its outputs go to OUT, LINES sets the
-    test sets' size, and a second run skips every finished step (a stand-in groc records its calls)."""
-    calls, out = tmp_path / "calls", tmp_path / "qs"
-    fake = r'''groc() {
+# A stand-in groc for quickstart.sh: records each call in $CALLS and makes what the call's -o names.
+QUICKSTART_GROC = r'''groc() {
   local o="" prev="" a; for a in "$@"; do [ "$prev" = -o ] && o=$a; prev=$a; done
   case $1 in
     tokenize) echo "tokenize $(wc -l)" >> "$CALLS"; return ;;
@@ -243,13 +240,20 @@ def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
   esac
   echo "$*" >> "$CALLS"
 }; export -f groc; '''
-    env = recipe_env(tmp_path, OUT=str(out), LINES="7", CALLS=str(calls))
+
+
+def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
+    """quickstart.sh shares steps.sh with the paper recipes: its outputs go to OUT, TEST_LINES sets the
+    test sets' size, and a second run skips every finished step (a stand-in groc records its calls)."""
+    calls, out = tmp_path / "calls", tmp_path / "qs"
+    fake = QUICKSTART_GROC
+    env = recipe_env(tmp_path, OUT=str(out), TEST_LINES="7", CALLS=str(calls))
     run = lambda: subprocess.run(["bash", "-c", fake + f"bash {REPO}/recipes/quickstart.sh"], capture_output=True,
                                  text=True, env=env, stdin=subprocess.DEVNULL)
     first = run()
     assert first.returncode == 0, first.stderr
     made = calls.read_text().splitlines()
-    assert made.count("tokenize 7") == 2  # LINES=7 lines of each other-domain novel
+    assert made.count("tokenize 7") == 2  # TEST_LINES=7 lines of each other-domain novel
     assert [c.split()[0] for c in made].count("eval") == 18 and sum(c.startswith("train ") for c in made) == 2
     assert f"train {out}/emma --output-layer groc" in "\n".join(made) and any(line.endswith(f"-o {out}/groc") for line in made)
     # a pipeline is printed as written, a command with its arguments quoted
@@ -270,10 +274,50 @@ def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
     table = lambda text: text.rsplit(";", 1)[0]  # all but the running time
     assert table(second.stdout) == table(first.stdout)
 
-    # LINES that head cannot take stopped the run after its first step, with two errors
+    # TEST_LINES that head cannot take stopped the run after its first step, with two errors
     for bad in ("abc", "0"):
         r = subprocess.run(["bash", "-c", fake + f"bash {REPO}/recipes/quickstart.sh"], capture_output=True, text=True,
-                           env={**env, "LINES": bad, "OUT": str(tmp_path / "bad")}, stdin=subprocess.DEVNULL)
+                           env={**env, "TEST_LINES": bad, "OUT": str(tmp_path / "bad")}, stdin=subprocess.DEVNULL)
         assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-            f"quickstart: LINES must be a whole number of at least 1, not '{bad}'"]
+            f"quickstart: TEST_LINES must be a whole number of at least 1, not '{bad}'"]
         assert not calls.exists() and not (tmp_path / "bad").exists()
+
+
+def test_quickstart_run_from_a_terminal_tests_on_its_default_lines_whatever_the_terminal_height(tmp_path):
+    """bash sets LINES to the terminal's height once a command has run (checkwinsize), and xterm's
+    `resize` exports it: the recipes read LINES for their test-set size, so README's first command,
+    typed in a 33-row terminal, tested on 33 lines of each novel and printed another table."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+
+    calls = tmp_path / "calls"
+    env = recipe_env(tmp_path, OUT=str(tmp_path / "qs"), CALLS=str(calls), LINES="7")
+    env.pop("TEST_LINES", None)
+    master, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 100, 0, 0))  # 33 rows, 100 columns
+    shown = []
+
+    def drain():  # what the recipe writes to the terminal (its stderr), read so that it never blocks
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal's last writer has gone
+                return
+            if not chunk:
+                return
+            shown.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        r = subprocess.run(["bash", "-c", QUICKSTART_GROC + f"bash {REPO}/recipes/quickstart.sh"], stdout=subprocess.PIPE,
+                           stderr=terminal, stdin=subprocess.DEVNULL, env=env, timeout=120)
+    finally:
+        os.close(terminal)
+        reader.join(timeout=10)
+        os.close(master)
+    assert r.returncode == 0, b"".join(shown).decode(errors="replace")
+    assert calls.read_text().splitlines().count("tokenize 2500") == 2  # the default, not 33 or 7

@@ -6,15 +6,15 @@
 #                                        test samples piped through tokenize -> prepare; ~25 min on 2 cores
 NAME=check-open-vocab
 source "$(dirname "$0")/../lib/common.sh"
-LINES=${LINES:-900} CHECK_TOKENS=${CHECK_TOKENS:-60000}
-counts LINES CHECK_TOKENS
+TEST_LINES=${TEST_LINES:-900} CHECK_TOKENS=${CHECK_TOKENS:-60000}
+counts TEST_LINES CHECK_TOKENS
 reuters
 SAMPLES=(news14:"$DATA/wmt-newstest/newstest2014-deen.en" wiki:"$DATA/wikitext-2-raw/wiki.test.raw"
          books:"$DATA/gutenberg/chesterton-ball.txt")
 C=$WORK/check$REUTERS_SUFFIX  # its runs are on $REUTERS: one folder per Reuters vocabulary
 mkdir -p "$C"
 for pair in "${SAMPLES[@]}"; do
-  test_sample "$C/${pair%%:*}" "${pair#*:}" "$LINES"
+  test_sample "$C/${pair%%:*}" "${pair#*:}" "$TEST_LINES"
 done
 step "$C/lexicon.parquet" groc lexicon --vocab "$REUTERS" --vocab "$C/news14" --vocab "$C/wiki" --vocab "$C/books" \
   -o "$C/lexicon.parquet"

@@ -31,7 +31,7 @@ source "$(dirname "$0")/../lib/steps.sh"
 OUT=${OUT:-results/converge}
 WORK=$OUT
 SAMPLE=groc_cli/data
-LINES=${LINES:-2500}
+TEST_LINES=${TEST_LINES:-2500}  # lines of Persuasion and of Thursday to test on
 JOBS=${JOBS:-2}
 MINUTES=${MINUTES:-100}
 EPOCHS=${EPOCHS:-100}
@@ -41,7 +41,7 @@ for m in $MODELS; do
   case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn|groc-sparse) ;;
     *) echo "$NAME: MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn groc-sparse, not '$m'" >&2; exit 2 ;; esac
 done
-counts JOBS MINUTES EPOCHS LINES
+counts JOBS MINUTES EPOCHS TEST_LINES
 mkdir -p "$OUT"
 LOG=$OUT/commands.log
 printf '# %s recipes/converge.sh MODELS="%s" (groc %s)\n' "$(date -u +%FT%TZ)" "$MODELS" "$(groc --version | cut -d' ' -f2)" >> "$LOG"
@@ -50,7 +50,7 @@ started=$SECONDS
 step "$OUT/emma" groc prepare --train "$SAMPLE/austen-emma.txt" --tokenize --lower --split 160K,20K,rest --min-count 2 \
   -o "$OUT/emma"
 for pair in near:austen-persuasion far:chesterton-thursday; do
-  test_sample "$OUT/${pair%%:*}" "$SAMPLE/${pair#*:}.txt" "$LINES"
+  test_sample "$OUT/${pair%%:*}" "$SAMPLE/${pair#*:}.txt" "$TEST_LINES"
 done
 step "$OUT/lexicon.parquet" groc lexicon --vocab "$OUT/emma" --vocab "$OUT/near" --vocab "$OUT/far" -o "$OUT/lexicon.parquet"
 

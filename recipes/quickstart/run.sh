@@ -11,15 +11,15 @@
 #    without a cache and with the local and unbounded caches, from one dump of states each;
 # 5. draws the two runs' training curves (groc plot) and scores one sentence with each (groc score).
 # Re-running skips what is done and resumes an interrupted training run (delete quickstart/ to
-# start over). OUT=DIR writes elsewhere; LINES=N tests on the first N lines of each other-domain
-# novel (default 2500).
+# start over). OUT=DIR writes elsewhere; TEST_LINES=N tests on the first N lines of each other-domain
+# novel (default 2500; not LINES, which bash sets to the terminal's height).
 NAME=quickstart
 source "$(dirname "$0")/../lib/steps.sh"  # step, test_sample, capture, train, report; from the repository root
 OUT=${OUT:-quickstart}
 WORK=$OUT  # its stage locks: $OUT/.locks
 SAMPLE=groc_cli/data
-LINES=${LINES:-2500}   # lines of each other-domain novel to test on
-counts LINES
+TEST_LINES=${TEST_LINES:-2500}   # lines of each other-domain novel to test on
+counts TEST_LINES
 mkdir -p "$OUT"
 # The table in README/docs was made with 2 CPU threads; another count changes the last bits of
 # floating-point sums and may move a last digit. OMP_NUM_THREADS=1 is the faster choice on a busy machine.
@@ -29,7 +29,7 @@ started=$SECONDS
 step "$OUT/emma" groc prepare --train "$SAMPLE/austen-emma.txt" --tokenize --lower -j 2 --split 170K,rest --min-count 2 \
   -o "$OUT/emma"
 for pair in near:austen-persuasion far:chesterton-thursday; do
-  test_sample "$OUT/${pair%%:*}" "$SAMPLE/${pair#*:}.txt" "$LINES"
+  test_sample "$OUT/${pair%%:*}" "$SAMPLE/${pair#*:}.txt" "$TEST_LINES"
 done
 step "$OUT/lexicon.parquet" groc lexicon --vocab "$OUT/emma" --vocab "$OUT/near" --vocab "$OUT/far" -o "$OUT/lexicon.parquet"
 
