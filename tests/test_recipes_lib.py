@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -296,7 +297,10 @@ def test_quickstart_run_from_a_terminal_tests_on_its_default_lines_whatever_the_
     calls = tmp_path / "calls"
     env = recipe_env(tmp_path, OUT=str(tmp_path / "qs"), CALLS=str(calls), LINES="7")
     env.pop("TEST_LINES", None)
-    master, terminal = pty.openpty()
+    try:
+        master, terminal = pty.openpty()
+    except OSError as e:  # a container without /dev/ptmx
+        pytest.skip(f"no pseudo-terminal: {e}")
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 100, 0, 0))  # 33 rows, 100 columns
     shown = []
 
