@@ -12,7 +12,7 @@
 # Environment: SECONDS_LEFT (default 540: what a 10-minute command leaves after the machine's start)
 # is the whole command's budget; the runs get it less RESERVE seconds (default 150: installs,
 # starting, the last validation, collect's evaluations), so MINUTES is (SECONDS_LEFT - RESERVE) / 60
-# unless set. DATASET, KINDS, SCALE (tiny: the CPU dry run), RESULTS, WORK as gpu-table2.sh.
+# unless set. DATASET, KINDS, SCALE (tiny: the CPU dry run), RESULTS, GROC_WORK as gpu-table2.sh.
 # Nothing here writes into a folder it did not make: the shims for `python` and `groc` go into a new
 # temporary folder (writing a shim over a link left by an earlier command can overwrite the image's
 # own interpreter, which is what spent session 35's lease).
@@ -53,7 +53,7 @@ if [ "$VERB" = pack ]; then
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
     -d .whl faiss-cpu==1.15.1 nltk==3.10.4 sacremoses==0.2.0
   for p in /.whl/ /.data/; do grep -qxF "$p" .git/info/exclude 2>/dev/null || echo "$p" >> "$(git rev-parse --git-path info/exclude)"; done
-  work=${WORK:-${RESULTS:-results}/work}
+  work=${GROC_WORK:-${RESULTS:-results}/work}
   echo "$NAME: carry [\".whl\", \".data\", \"$work/$DATASET\", \"$work/$DATASET.lexicon.parquet\"]" \
     "($(du -shc .whl .data "$work/$DATASET" "$work/$DATASET.lexicon.parquet" | tail -n 1 | cut -f1), plus the repository's files)"
   echo "$NAME: command: bash recipes/gpu-lease.sh run \$OUT   (timeout_s 600; DATASET=$DATASET, MINUTES=$MINUTES)"

@@ -183,8 +183,20 @@ def test_tiny_scale_is_each_config_at_2x32_on_its_own_slices(tmp_path):
     assert settings.split() == ["--config", f"{REPO}/recipes/configs/penn/adaptive.toml", "--seed", "1", "--emb", "32",
                                 "--hidden", "32", "--layers", "2", "--log-every", "1", "--cutoffs", "40,100"]
     assert budget == "--max-epochs 2 --max-minutes 3"
-    r = bash('echo "$WORK"', tmp_path, SCALE="tiny", WORK=f"{tmp_path}/w/tiny")
+    r = bash('echo "$WORK"', tmp_path, SCALE="tiny", GROC_WORK=f"{tmp_path}/w/tiny")
     assert r.stdout.strip() == f"{tmp_path}/w/tiny"  # given again to a child process: not nested
+
+
+def test_the_work_tree_is_groc_work_not_the_work_that_hpc_centres_export(tmp_path):
+    """TACC and IDRIS set WORK to the user's work file system in every login: a recipe that read it put its
+    datasets and runs at the top of that file system and took the user's own `ptb` folder for a done stage."""
+    cluster = tmp_path / "work2" / "user"
+    (cluster / "ptb").mkdir(parents=True)
+    r = bash('echo "$WORK"', tmp_path, WORK=str(cluster))
+    assert r.returncode == 0 and r.stdout.strip() == f"{tmp_path}/results/work"
+    r = bash('echo "$WORK"', tmp_path, WORK=str(cluster), GROC_WORK=f"{tmp_path}/mine")
+    assert r.stdout.strip() == f"{tmp_path}/mine"
+    assert [p.name for p in cluster.iterdir()] == ["ptb"]  # nothing made there
 
 
 def test_counts_and_budgets_are_checked_before_any_work(tmp_path):

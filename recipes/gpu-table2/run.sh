@@ -16,7 +16,7 @@
 #   SCALE=tiny bash recipes/gpu-table2.sh ...  the CPU dry run: each config at 2 x 32 units, ~300 tokens
 # Environment: MINUTES (default 20) bounds each run's training; DATASET=ptb|wt2 (default ptb); KINDS
 # (default all seven); EPOCHS caps epochs (paper 100, tiny 2); JOBS (collect's evaluations at once,
-# default 2); BUSY_OK=1 starts beside other processes on the GPU; DATA, RESULTS, WORK as in every
+# default 2); BUSY_OK=1 starts beside other processes on the GPU; DATA, RESULTS, GROC_WORK as in every
 # recipe. A second start while runs are live is refused (exit 3), as is collect. docs/reproduction.md,
 # "Table 2 in one GPU window", says how to run it in a lease.
 set -euo pipefail

@@ -4,9 +4,11 @@
 #   DATA=../shared/data   where the corpora are (layout of ../shared/data/README.md)
 #   SCALE=small|paper|tiny  small: finishes on a 2-core CPU; paper: the paper's settings, for a GPU;
 #                         tiny: paper's settings at 2 x 32 units on the first 15 lines of each split,
-#                         a CPU dry run of a paper-scale recipe (its datasets and runs under WORK/tiny)
+#                         a CPU dry run of a paper-scale recipe (its datasets and runs under GROC_WORK/tiny)
 #   RESULTS=results       results/<NAME>/ gets the table (.md, .parquet), plots and commands.log
-#   WORK=results/work     datasets, lexicons, runs and states, shared between recipes
+#   GROC_WORK=results/work  datasets, lexicons, runs and states, shared between recipes (the recipes call it
+#                         WORK; not read from WORK, which HPC centres such as TACC and IDRIS set to the
+#                         user's work file system)
 #   LOG                   where commands are recorded (default results/<NAME>/commands.log)
 #
 # Every stage writes its output atomically (or, for training, resumably), so a re-run skips
@@ -19,7 +21,7 @@ DATA=${DATA:-../shared/data}
 mapfile -t OUTPUT_LAYERS < <(grep -v '^#' "$ROOT/recipes/lib/output-layers.txt")
 SCALE=${SCALE:-small}
 RESULTS=${RESULTS:-results}
-WORK=${WORK:-$RESULTS/work}
+WORK=${GROC_WORK:-$RESULTS/work}
 case "$SCALE" in
   small|paper) ;;
   tiny) case $WORK in */tiny) ;; *) WORK=$WORK/tiny ;; esac ;;  # its datasets are slices: never the full ones

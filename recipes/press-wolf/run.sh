@@ -14,7 +14,7 @@
 # reference's formulation). Test perplexity is the last epoch's model on one stream, as the reference
 # code evaluates it; valid is the last epoch's, over --eval-batch-size 20 streams as theirs.
 # Rows (ROWS, default all four): untied, wt, pr, wt-pr.
-# Environment: DATA (default ../shared/data), RESULTS (default results), WORK (default results/work),
+# Environment: DATA (default ../shared/data), RESULTS (default results), GROC_WORK (default results/work),
 # JOBS (default 2; one thread each), PR_INIT (the PR rows' projection: identity, the default, starts P = I
 # with no bias; authors is the reference code's, P and a bias after it drawn like every weight;
 # docs/reproduction.md compares them).

@@ -20,7 +20,7 @@
 # Rows (KINDS, default all): lookup convolutional tied bilinear deep-residual adaptive groc, and
 # tied-hidden: tied with the paper's hidden-unit dropout only (no input-embedding dropout), the
 # one-variable A/B of the prefix regularization.
-# Environment: DATA (default ../shared/data), RESULTS (default results), WORK (default results/work),
+# Environment: DATA (default ../shared/data), RESULTS (default results), GROC_WORK (default results/work),
 # JOBS (default 2; one thread each), DROPOUT, EPOCHS, CHECKPOINT_EVERY (default 300 steps: a GroC
 # epoch is 1,328 steps of up to 40 minutes on a busy core). Re-running skips finished rows and resumes
 # an interrupted one from its last checkpoint (a row started without step checkpoints takes them up);
