@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Column
 
 from .errors import StdoutClosed, named
 
@@ -76,9 +77,9 @@ def write_stdout(text: str, flush: bool = False) -> None:
 def progress(description: str, total: int | None, unit: str = "") -> Iterator:
     """A rich progress bar on stderr; yields advance(n). Quiet when stderr is not a terminal. The
     settings ``description`` names in backticks are written as log lines write them."""
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()]
-    if unit:
-        columns.append(TextColumn(unit))
+    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(table_column=Column(no_wrap=True))]
+    if unit:  # the count and its unit never wrap; the bar gives way in a narrow terminal
+        columns.append(TextColumn(unit, table_column=Column(no_wrap=True)))
     columns += [TimeElapsedColumn(), TimeRemainingColumn()]
     with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task(setting_names(description), total=total)

@@ -11,6 +11,7 @@ from typing import Iterator
 import typer
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from ..console import err, log
 from ..errors import GrocError
@@ -32,8 +33,12 @@ class StepProgress:
 
     def __enter__(self) -> "StepProgress":
         if self.live:
-            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err, transient=True)
+            # The step count and the figures never wrap (rich would cut them to "308/…" in an
+            # 80-column terminal); the bar gives way instead.
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                                MofNCompleteColumn(table_column=Column(no_wrap=True)),
+                                TextColumn("{task.fields[info]}", table_column=Column(no_wrap=True)), TimeElapsedColumn(),
+                                console=err, transient=True)
             self.bar.start()
         return self
 
@@ -61,17 +66,18 @@ class StepProgress:
         loss = pos.epoch_loss / max(pos.epoch_tokens, 1)
         rate = pos.epoch_tokens / max(pos.epoch_seconds, 1e-9)
         eta, until = self.eta(trainer, steps_per_epoch, step_in_epoch)
-        info = (f"loss {loss:.3f}  ppl {math.exp(min(loss, 50)):.1f}  {rate:,.0f} tok/s  "
-                f"{'epoch' if until == 'epoch' else until} ETA {eta:,.0f}s")
-        if self.bar is not None:
+        ppl = math.exp(min(loss, 50))
+        if self.bar is not None:  # compact, to fit an 80-column terminal beside the bar
             if self.epoch != pos.epoch:
                 if self.task is not None:
                     self.bar.remove_task(self.task)
                 self.task = self.bar.add_task(f"epoch {pos.epoch}", total=steps_per_epoch, info="")
                 self.epoch = pos.epoch
+            info = f"loss {loss:.3f} ppl {ppl:.1f} {rate:,.0f} tok/s {'' if until == 'epoch' else until + ' '}ETA {eta:,.0f}s"
             self.bar.update(self.task, completed=step_in_epoch, info=info)
         else:
-            log(f"epoch {pos.epoch} step {step_in_epoch}/{steps_per_epoch}  {info}")
+            log(f"epoch {pos.epoch} step {step_in_epoch}/{steps_per_epoch}  loss {loss:.3f}  ppl {ppl:.1f}  "
+                f"{rate:,.0f} tok/s  {'epoch' if until == 'epoch' else until} ETA {eta:,.0f}s")
 
 
 @contextlib.contextmanager

@@ -90,6 +90,43 @@ def test_the_eta_stops_at_the_budget():
     assert StepProgress.eta(trainer(max_minutes=1), 100, 10) == (50.0, "--max-minutes")
 
 
+def test_the_progress_bar_keeps_the_step_count_and_eta_whole_in_an_80_column_terminal(monkeypatch):
+    """A PTB epoch (1,328 steps) in the most common terminal width: rich cut the step count to
+    "308/…" to fit the figures beside a full-width bar; now the bar gives way."""
+    import io
+
+    from rich.console import Console
+
+    pos = SimpleNamespace(epoch=12, batch=308 * 35, step=16_000, epoch_loss=4.229 * 215_600, epoch_tokens=215_600,
+                          epoch_seconds=80.0, tokens=16_000 * 700, seconds=9_000.0)
+    trainer = SimpleNamespace(pos=pos, config=SimpleNamespace(bptt=35, max_tokens=None, max_minutes=None))
+    for width in (80, 100):
+        screen = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+        monkeypatch.setattr("groc_cli.commands._training_flags.err", screen)  # training's stderr, a terminal
+        with StepProgress(500) as progress:
+            progress(trainer, 1328)
+        with screen.capture() as shown:  # the last frame, drawn again once the live display has gone
+            screen.print(progress.bar.get_renderable())
+        line = shown.get().rstrip("\n")
+        assert len(line) <= width and "308/1328 loss 4.229 ppl 68.6 2,695 tok/s ETA 265s" in line, line
+        assert line.startswith("epoch 12 ━")  # a bar is still drawn
+
+
+def test_a_progress_bar_of_eval_or_dump_keeps_its_count_whole_in_a_narrow_terminal(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    import groc_cli.console
+
+    screen = Console(file=io.StringIO(), width=60, force_terminal=True, color_system=None)
+    monkeypatch.setattr(groc_cli.console, "err", screen)
+    with groc_cli.console.progress("eval test", 10_000_000, "tok") as advance:
+        advance(4_000_000)
+    shown = screen.file.getvalue()
+    assert "4000000/10000000 tok" in shown and "━" in shown, shown  # rich cut it to "4000000/1000…"
+
+
 def test_plot_draws_several_runs(data, tmp_path):
     pytest.importorskip("matplotlib")
     runs = [tmp_path / "a", tmp_path / "b"]
