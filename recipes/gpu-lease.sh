@@ -76,8 +76,9 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,
 PY=$(command -v python3 || command -v python || true)
 [ -n "$PY" ] || { echo "$NAME: no python3 on PATH" >&2; exit 2; }
 "$PY" -c 'import torch' 2> /dev/null || { echo "$NAME: $PY has no torch (the lent image's python3 has it)" >&2; exit 2; }
-SHIMS=$(mktemp -d "${TMPDIR:-/tmp}/groc-lease.XXXXXX")
 if ! command -v groc > /dev/null || ! command -v python > /dev/null; then
+  SHIMS=$(mktemp -d "${TMPDIR:-/tmp}/groc-lease.XXXXXX")
+  trap 'rm -rf "$SHIMS"' EXIT  # the runs it started have ended (or been stopped) by the time this script does
   # groc from this checkout, run by that python3; PYTHONPATH carries it and the wheels' folder.
   SITE=$SHIMS/site
   if [ -d .whl ] && compgen -G ".whl/*.whl" > /dev/null; then

@@ -227,7 +227,9 @@ def test_lease_bad_arguments(tmp_path):
 def lease_resumes_the_window(tmp_path: Path, data_dir: Path, first: dict) -> None:
     """gpu-lease.sh run on the window above, as the lent image would run it: the killed run resumes, the dead one
     starts again, the finished ones are skipped, and DIR gets collect's 7 files and lease.log."""
-    env = image_env(tmp_path, DATA=str(data_dir), SCALE="tiny", SECONDS_LEFT="400", RESERVE="300")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = image_env(tmp_path, DATA=str(data_dir), SCALE="tiny", SECONDS_LEFT="400", RESERVE="300", TMPDIR=str(scratch))
     out = tmp_path / "lease-back"
     r = subprocess.run(["bash", str(LEASE), "run", str(out)], capture_output=True, text=True, env=env,
                        stdin=subprocess.DEVNULL)
@@ -243,3 +245,4 @@ def lease_resumes_the_window(tmp_path: Path, data_dir: Path, first: dict) -> Non
     log = (out / "lease.log").read_text()
     assert "MINUTES=1.7" in log and "collect" in log and "done in" in log
     assert sorted(p.name for p in (tmp_path / "image-bin").iterdir()) == ["python3"]  # shims: a folder of their own
+    assert not list(scratch.glob("groc-lease.*"))  # and gone when the lease ends (one was left in TMPDIR a run)
