@@ -12,7 +12,7 @@ import pytest
 from groc_cli.errors import GrocError
 from tests.conftest import TEST_ENV
 from groc_cli.text.dataset import (SPLITS, build_vocabulary, count_splits, open_dataset, parse_budgets, prepare_dataset,
-                                   split_by_budget)
+                                   read_vocab_words, split_by_budget)
 from groc_cli.text.io import TokenLines
 
 
@@ -203,3 +203,29 @@ def test_stdin_met_budgets_leave_the_writer_a_normal_end(tmp_path):
     r = subprocess.run(["bash", "-o", "pipefail", "-c", script], capture_output=True, env={**os.environ, **TEST_ENV})
     assert r.returncode == 0, r.stderr.decode()
     assert (tmp_path / "ds" / "manifest.json").exists()
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_word(groc, tmp_path):
+    """Windows editors save UTF-8 with a byte-order mark; it used to become a word of its own ('\\ufeffthe')."""
+    bom = b"\xef\xbb\xbf"
+    text = b"the cat sat .\r\nthe dog ran .\r\n"
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_bytes(text)
+    marked.write_bytes(bom + text)
+    runs = {
+        "plain": groc("prepare", "--train", plain, "--json", "-o", tmp_path / "plain"),
+        "file": groc("prepare", "--train", marked, "--json", "-o", tmp_path / "file"),
+        "stdin": groc("prepare", "--train", "-", "--json", "-o", tmp_path / "stdin", input=bom + text),
+        "tokenized": groc("prepare", "--train", marked, "--tokenize", "--json", "-o", tmp_path / "tokenized"),
+    }
+    for name, result in runs.items():
+        assert result.returncode == 0, (name, result.stderr.decode())
+    words = {name: open_dataset(tmp_path / name).vocab for name in runs}
+    assert "the" in words["plain"] and not any("\ufeff" in w for w in words["plain"])
+    assert words["file"] == words["stdin"] == words["tokenized"] == words["plain"]
+    assert {json.loads(r.stdout)["checksum"] for r in runs.values()} == {json.loads(runs["plain"].stdout)["checksum"]}
+    tokenized = groc("tokenize", marked)
+    assert tokenized.returncode == 0 and tokenized.stdout.startswith(b"the cat")
+    word_list = tmp_path / "words.txt"
+    word_list.write_bytes(bom + b"the 3\r\ncat\r\n")
+    assert read_vocab_words(word_list) == ["the", "cat"]

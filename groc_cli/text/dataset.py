@@ -19,6 +19,7 @@ ids >= V to <unk>) and open-vocabulary evaluation (use the words themselves).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import itertools
@@ -563,17 +564,20 @@ def read_vocab_words(path: Path) -> list[str]:
     if b"\x00" in head or head.startswith(b"PAR1"):
         raise GrocError(f"`vocab` {path} is binary; give a dataset directory, a vocab.parquet or a text file with one word per line")
     words = []
-    for number, raw in enumerate(open(path, "rb"), start=1):
-        try:
-            line = raw.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            raise GrocError(f"`vocab` {path} line {number}: invalid UTF-8") from None
-        if not line:
-            continue
-        parts = line.split()
-        if len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
-            raise GrocError(f"`vocab` {path} line {number}: expected 'word' or 'word count', got {line[:60]!r}")
-        words.append(parts[0])
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number == 1:  # a byte-order mark (Windows editors write one) is not part of the first word
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise GrocError(f"`vocab` {path} line {number}: invalid UTF-8") from None
+            if not line:
+                continue
+            parts = line.split()
+            if len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+                raise GrocError(f"`vocab` {path} line {number}: expected 'word' or 'word count', got {line[:60]!r}")
+            words.append(parts[0])
     if not words:
         raise GrocError(f"`vocab` {path} has no words")
     return words

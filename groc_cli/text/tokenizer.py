@@ -6,6 +6,7 @@ tokenizer and lowercased it; sacremoses is the Python port of those rules.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import multiprocessing as mp
 import queue
@@ -70,8 +71,13 @@ def _tokenize_chunk(args: tuple[list[str], TokenizeOptions]) -> list[str]:
 
 
 def decode_lines(stream: BinaryIO, errors: str = "strict", name: str = "input") -> Iterator[str]:
-    """Decode a binary stream line by line as UTF-8, naming the line of the first invalid byte."""
+    """Decode a binary stream line by line as UTF-8, naming the line of the first invalid byte.
+
+    A byte-order mark at the start of the stream (Windows editors save UTF-8 with one) is dropped,
+    as Python's 'utf-8-sig' does: otherwise it would be part of the first word, a type of its own."""
     for number, raw in enumerate(stream, start=1):
+        if number == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8):]
         if b"\x00" in raw:
             raise GrocError(f"{name} line {number}: NUL byte, this looks like a binary file, not text")
         try:
