@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .version import __version__
-from .console import strict_json
+from .console import log, strict_json
 from .errors import DamagedInput, GrocError
 from .formats import DATASET_FORMAT, RUN_FORMAT, STATES_FORMAT
 
@@ -177,14 +177,14 @@ def lock_holder(path: Path) -> int | None:
     return pid
 
 
-@contextlib.contextmanager
-def output_lock(path: Path, flag: str = "-o") -> Iterator[None]:
-    """Hold an exclusive lock on `path` (a `.NAME.lock` file beside it) for the block, or refuse at
-    once if another process holds it: one writer per output (GUIDE 13). The lock file is removed on
-    release; a process that took the lock checks that its file is still the one at that name, so a
-    waiter that opened a file just unlinked cannot share the lock."""
-    lock = _lock_path(path)
-    make_parents(lock)
+#: flock's errors on a file system that has no locks: Lustre mounted `noflock` (ENOSYS), NFS
+#: without its lock daemon (ENOLCK), some FUSE and network file systems (EOPNOTSUPP).
+NO_LOCKS = frozenset({errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP})
+_WARNED_NO_LOCKS: set[str] = set()
+
+
+def _take_lock(lock: Path, path: Path, flag: str) -> int | None:
+    """The descriptor of `lock`, held exclusively; None where its file system has no locks."""
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
         try:
@@ -194,16 +194,40 @@ def output_lock(path: Path, flag: str = "-o") -> Iterator[None]:
             os.close(fd)
             raise OutputBusy(f"{flag} {path} is being written by another groc process{f' (pid {owner})' if owner else ''}; "
                              f"wait for it to finish or choose another {flag}") from None
-        except OSError:
+        except OSError as exc:
             os.close(fd)
-            raise
+            if exc.errno not in NO_LOCKS:
+                raise
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)
+            return None
         try:
             same = os.fstat(fd).st_ino == os.stat(lock).st_ino
         except FileNotFoundError:
             same = False
         if same:
-            break
+            return fd
         os.close(fd)
+
+
+@contextlib.contextmanager
+def output_lock(path: Path, flag: str = "-o") -> Iterator[None]:
+    """Hold an exclusive lock on `path` (a `.NAME.lock` file beside it) for the block, or refuse at
+    once if another process holds it: one writer per output (GUIDE 13). The lock file is removed on
+    release; a process that took the lock checks that its file is still the one at that name, so a
+    waiter that opened a file just unlinked cannot share the lock. On a file system without locks
+    (Lustre mounted `noflock`, NFS without lockd) the block runs unlocked, with a warning once per
+    directory: refusing would leave groc unusable there, as HDF5's file locking does."""
+    lock = _lock_path(path)
+    make_parents(lock)
+    fd = _take_lock(lock, path, flag)
+    if fd is None:
+        if str(lock.parent) not in _WARNED_NO_LOCKS:
+            _WARNED_NO_LOCKS.add(str(lock.parent))
+            log(f"warning: the file system of {lock.parent} has no file locks; groc writes {path} without one, "
+                "so it cannot refuse a second process writing the same output there")
+        yield
+        return
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)

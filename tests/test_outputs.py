@@ -130,6 +130,41 @@ def test_a_run_interrupted_before_its_first_checkpoint_leaves_nothing(work, tmp_
     assert not run.exists() and leftovers(tmp_path) == []
 
 
+NO_LOCKS = """
+import errno, fcntl, os, runpy, sys
+def flock(fd, op):  # a file system without locks: Lustre mounted noflock
+    raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+fcntl.flock = flock
+sys.argv = ["groc", *sys.argv[1:]]
+runpy.run_module("groc_cli", run_name="__main__")
+"""
+
+
+def test_a_file_system_without_locks_is_written_with_one_warning(work, tmp_path):
+    """flock fails with ENOSYS on Lustre mounted `noflock` (ENOLCK on NFS without lockd): every
+    writer used to stop with `groc: error: Function not implemented` and leave its lock file."""
+    def groc_without_locks(*args):
+        return subprocess.run([sys.executable, "-c", NO_LOCKS, *map(str, args)], capture_output=True,
+                              env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
+
+    r = groc_without_locks("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split",
+                           "4000,1000", "-o", tmp_path / "data")
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    assert err.count("has no file locks") == 1 and f"{tmp_path}" in err
+    assert open_dataset_words(tmp_path / "data") == open_dataset_words(work / "data")
+    r = groc_without_locks("train", tmp_path / "data", "-o", tmp_path / "run", "--max-epochs", "1", *TINY)
+    assert r.returncode == 0, r.stderr.decode()
+    assert (tmp_path / "run" / "best").is_dir()
+    assert leftovers(tmp_path) == []
+
+
+def open_dataset_words(path: Path) -> list[str]:
+    from groc_cli.text.dataset import open_dataset
+
+    return open_dataset(path).vocab
+
+
 def test_a_second_writer_is_refused_in_one_line(work, tmp_path):
     run = tmp_path / "run"
     proc = start("train", work / "data", "-o", run, *TINY, *ENDLESS)

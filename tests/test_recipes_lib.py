@@ -119,6 +119,25 @@ def test_two_recipes_reaching_one_stage_run_it_once(tmp_path):
     assert r.returncode == 0 and "waiting" not in r.stderr and (tmp_path / "other").exists()
 
 
+def test_stages_run_with_one_warning_on_a_file_system_without_locks(tmp_path):
+    """flock(1) fails with status 65 where flock(2) is ENOSYS (Lustre mounted noflock): recipes said
+    they were waiting for another process that did not exist, at every stage."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "flock").write_text("#!/bin/sh\necho \"flock: $1: Function not implemented\" >&2\nexit 65\n")
+    (bin_dir / "flock").chmod(0o755)
+    one, two = tmp_path / "one", tmp_path / "two"
+    r = bash(f"step {one} touch {one}; step {two} touch {two}; echo next", tmp_path,
+             PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert r.returncode == 0 and one.exists() and two.exists() and "next" in r.stdout, r.stderr
+    assert r.stderr.count("has no file locks") == 1 and "waiting" not in r.stderr
+    assert "Function not implemented" not in r.stderr
+    # gpu-table2 follows its runs by their lock: there it refuses in one line instead
+    r = subprocess.run(["bash", str(REPO / "recipes" / "gpu-table2.sh"), "start"], capture_output=True, text=True,
+                       env=recipe_env(tmp_path, SCALE="tiny", PATH=f"{bin_dir}:{os.environ['PATH']}"))
+    assert r.returncode == 2 and "has no file locks" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
 def test_train_and_finetune_resume_an_interrupted_run_and_skip_a_finished_one(tmp_path):
     # a stand-in for groc that records its arguments and "finishes" a run by writing summary.json
     fake = ('groc() { echo "$*" >> ' + str(tmp_path / "calls") + '; local o; while [ $# -gt 0 ]; do '

@@ -86,10 +86,15 @@ prepare)
 start)
   mkdir -p "$STATE"
   exec 8>> "$STATE/window.lock"
-  if ! flock -n 8; then
+  held=0; flock -n 8 2>/dev/null || held=$?
+  if [ "$held" = 1 ]; then
     echo "$NAME: runs of this window are still live ($STATE); follow them with status, or wait until their budget" \
       "ends them" >&2
     exit 3
+  elif [ "$held" != 0 ]; then
+    echo "$NAME: the file system of $STATE has no file locks (flock: status $held), which this recipe needs to follow" \
+      "its runs; set GROC_WORK to a folder on a local disk" >&2
+    exit 2
   fi
   GPU="CPU (SCALE=tiny)"; [ "$SCALE" = paper ] && gpu_check
   dataset "$DATASET"

@@ -30,15 +30,22 @@ _logged() {
 # status 0, holding OUTPUT's lock until _end. Two recipes that reach the same stage at once
 # (table2.sh and table3.sh share runs) never run it twice: the second waits for the first,
 # then finds the output there. Locks live in $WORK/.locks and are released when a stage ends
-# or its process dies; a lock file left there is inert.
+# or its process dies; a lock file left there is inert. On a file system without locks (Lustre
+# mounted noflock, NFS without lockd: flock fails, status 1 only means held) stages run unlocked,
+# after one warning.
 _begin() {
-  local out=$1 word=${2:-done}
+  local out=$1 word=${2:-done} held=0
   if [ -e "$out" ]; then echo "= $out ($word)" >&2; return 1; fi
   mkdir -p "$WORK/.locks"
   exec 9> "$WORK/.locks/$(realpath -m "$out" | md5sum | cut -c1-16).lock"
-  if ! flock -n 9; then
+  if [ -z "${_NO_LOCKS:-}" ]; then flock -n 9 2>/dev/null || held=$?; fi
+  if [ "$held" = 1 ]; then
     echo "$NAME: waiting for another process that is making $out" >&2
     flock 9
+  elif [ "$held" != 0 ]; then
+    _NO_LOCKS=1
+    echo "$NAME: warning: the file system of $WORK has no file locks (flock: status $held); two recipes that" \
+      "reach one stage at once will both run it" >&2
   fi
   if [ -e "$out" ]; then exec 9>&-; echo "= $out ($word)" >&2; return 1; fi
   mkdir -p "$(dirname "$out")"
