@@ -3,17 +3,68 @@ Free of torch, so that `tokenize -j N` uses it without importing torch."""
 
 from __future__ import annotations
 
+import math
 import os
+from pathlib import Path
 
 from .console import log
 
+#: The cgroup file system as a container sees it: its own cgroup at the root.
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def cgroup_cpu_limit(root: Path | None = None) -> int | None:
+    """The CPUs' worth of time that this container's CPU quota allows, rounded up: Docker's
+    `--cpus`, a Kubernetes CPU limit (cgroup v2's cpu.max, v1's cpu.cfs_quota_us over its
+    period, read at the cgroup root as the container sees it, as joblib's loky does). None where
+    no quota is set or none can be read. A quota leaves every core in the affinity mask, so
+    threads sized to the mask are throttled: 8 CPUs of quota on a 64-core node ran 64 threads."""
+    root = CGROUP if root is None else root
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):  # cgroup v1, or no cgroup file system
+        try:
+            quota = (root / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (root / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    try:
+        quota_us, period_us = int(quota), int(period)
+    except ValueError:  # "max": no quota
+        return None
+    if quota_us <= 0 or period_us <= 0:  # v1's -1: no quota
+        return None
+    return max(1, math.ceil(quota_us / period_us))
+
+
+def cgroup_cpu_seconds(root: Path | None = None) -> float | None:
+    """CPU seconds that this container's processes have used (cgroup v2's cpu.stat usage_usec,
+    v1's cpuacct.usage in nanoseconds), or None where neither can be read."""
+    root = CGROUP if root is None else root
+    try:
+        for line in (root / "cpu.stat").read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == "usage_usec":
+                return int(value) / 1e6
+    except (OSError, ValueError):
+        pass
+    for folder in ("cpuacct", "cpu,cpuacct"):
+        try:
+            return int((root / folder / "cpuacct.usage").read_text()) / 1e9
+        except (OSError, ValueError):
+            continue
+    return None
+
 
 def cpu_count() -> int:
-    """The cores this process may run on (its affinity mask, as taskset and containers set it)."""
+    """The cores this process may use: its affinity mask (taskset, Slurm's cpusets), bounded by
+    a container's CPU quota (cgroup_cpu_limit)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    limit = cgroup_cpu_limit()
+    return min(cpus, limit) if limit else cpus
 
 
 def bounded_threads(n: int, setting: str = "`threads`", cpus: int | None = None) -> int:

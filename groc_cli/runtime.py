@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from .console import log
-from .cores import bounded_threads, cpu_count  # noqa: F401 (cpu_count is used by callers of runtime)
+from .cores import bounded_threads, cgroup_cpu_limit, cgroup_cpu_seconds, cpu_count  # noqa: F401 (cpu_count is used by callers of runtime)
 from .errors import GrocError
 
 
@@ -45,13 +45,21 @@ def busy_cores(interval: float = 0.2) -> int:
     `interval` seconds of /proc/stat (this process sleeps meanwhile). An instant measure: the load
     average lags a minute behind, so it still counts a stage that just ended (a pipeline's next
     stage would get one thread on an idle machine) and misses a process started seconds ago.
-    0 where /proc/stat cannot be read."""
+    Where a container's CPU quota bounds the cores (cgroup_cpu_limit), the host's other tenants
+    do not spend that quota: then the other work is the container's own, its cgroup's CPU time
+    (cgroup_cpu_seconds) less this process's. 0 where neither can be read."""
     try:
         cpus = set(os.sched_getaffinity(0))
+    except AttributeError:
+        return 0
+    limit = cgroup_cpu_limit()
+    if limit and limit < len(cpus):
+        return _busy_in_cgroup(interval, limit)
+    try:
         before, own_before = _cpu_ticks(cpus), os.times()
         time.sleep(interval)
         after, own_after = _cpu_ticks(cpus), os.times()
-    except (OSError, AttributeError, ValueError):
+    except (OSError, ValueError):
         return 0
     total = after[1] - before[1]
     if total <= 0:
@@ -59,6 +67,18 @@ def busy_cores(interval: float = 0.2) -> int:
     own = (own_after.user + own_after.system - own_before.user - own_before.system) * os.sysconf("SC_CLK_TCK")
     busy = max(0.0, after[0] - before[0] - own) / total * len(cpus)
     return int(busy + 0.5)
+
+
+def _busy_in_cgroup(interval: float, limit: int) -> int:
+    start, own_before, then = cgroup_cpu_seconds(), os.times(), time.monotonic()
+    if start is None:
+        return 0
+    time.sleep(interval)
+    end, own_after, elapsed = cgroup_cpu_seconds(), os.times(), time.monotonic() - then
+    if end is None or elapsed <= 0:
+        return 0
+    own = own_after.user + own_after.system - own_before.user - own_before.system
+    return min(limit, int(max(0.0, end - start - own) / elapsed + 0.5))
 
 
 def default_threads(cpus: int | None = None, busy: int | None = None, env: dict | None = None) -> int:

@@ -26,6 +26,59 @@ def test_auto_threads(cpus, busy, env, expected):
     assert default_threads(cpus=cpus, busy=busy, env=env) == expected
 
 
+@pytest.mark.parametrize("files, expected", [
+    ({"cpu.max": "max 100000\n"}, None),                                               # v2, no quota
+    ({"cpu.max": "250000 100000\n"}, 3),                                               # docker --cpus 2.5
+    ({"cpu.max": "50000 100000\n"}, 1),                                                # half a CPU: one thread
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),     # v1, no quota
+    ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2),    # v1, 2 CPUs
+    ({}, None),                                                                        # no cgroup file system
+])
+def test_a_containers_cpu_quota_is_read_from_cgroup_v2_or_v1(tmp_path, files, expected):
+    from groc_cli.cores import cgroup_cpu_limit
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cgroup_cpu_limit(tmp_path) == expected
+
+
+def test_threads_in_a_container_with_a_cpu_quota_are_the_quota_not_the_cores_it_sees(tmp_path, monkeypatch):
+    """A Kubernetes CPU limit or docker --cpus leaves every core in the affinity mask: threads sized
+    to the mask were throttled by the quota. Busy cores are then the container's own other work,
+    not the host's other tenants, who do not spend its quota."""
+    from groc_cli import cores
+    from groc_cli.cores import bounded_threads
+    from groc_cli.runtime import busy_cores
+
+    (tmp_path / "cpu.max").write_text("100000 100000\n")
+    (tmp_path / "cpu.stat").write_text("usage_usec 5000000\nuser_usec 4000000\n")
+    monkeypatch.setattr(cores, "CGROUP", tmp_path)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert cpu_count() == 1
+    assert busy_cores() == 0  # the container's usage did not grow, whatever the host does
+    assert default_threads(env={}) == 1
+    assert bounded_threads(8, "`jobs`") == 1
+
+
+def test_busy_cores_in_a_container_are_its_cgroups_cpu_time_less_this_process(tmp_path, monkeypatch):
+    import threading
+
+    from groc_cli import cores
+    from groc_cli.runtime import _busy_in_cgroup
+
+    stat = tmp_path / "cpu.stat"
+    monkeypatch.setattr(cores, "CGROUP", tmp_path)
+    for used, limit, expected in ((0.2, 4, 1), (10.0, 4, 4)):  # one core's worth over 0.2 s; far more than the quota
+        stat.write_text("usage_usec 1000000\n")
+        later = threading.Timer(0.05, lambda: stat.write_text(f"usage_usec {1000000 + int(used * 1e6)}\n"))
+        later.start()
+        assert _busy_in_cgroup(0.2, limit) == expected
+        later.join()
+    (tmp_path / "cpu.stat").unlink()
+    assert _busy_in_cgroup(0.01, 4) == 0  # unreadable: nothing known to be busy
+
+
 def test_busy_cores_sees_a_process_started_just_now():
     """A spinning process started a moment ago counts (the 1-minute load average would lag)."""
     import subprocess
