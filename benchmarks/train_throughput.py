@@ -22,7 +22,6 @@ import platform
 import statistics
 import sys
 import time
-import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from groc_cli.models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class  # noqa: E402
+from groc_cli.settings import toml_loads  # noqa: E402
 
 # glibc hands every large freed block back to the OS, so each step page-faults its memory in
 # again (3-8x slower steps here); these keep it in the process. The benchmark re-executes
@@ -47,7 +47,7 @@ def model_config(args, kind: str, **extra) -> ModelConfig:
         path = Path(args.config.replace("KIND", kind))
         if not path.is_file():
             sys.exit(f"error: --config {path} not found")
-        settings = tomllib.loads(path.read_text(encoding="utf-8")).get("model", {})
+        settings = toml_loads(path.read_text(encoding="utf-8")).get("model", {})
     settings.update(output=kind, emb=args.emb, hidden=args.hidden, layers=args.layers, **extra)
     if args.dropout is not None:
         settings["dropout"] = args.dropout

@@ -134,6 +134,16 @@ def help_of(cls: type, f: dataclasses.Field) -> str:
 
 # -- config files and key=value overrides ---------------------------------------------------------
 
+def toml_loads(text: str) -> dict:
+    """TOML text as a dict: Python 3.11's tomllib, or on 3.10 tomli, the package it came from
+    (a dependency there), imported only when a TOML file is read."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib.loads(text)
+
+
 def read_config(path: Path) -> tuple[dict, bool]:
     """A JSON or TOML file of settings: flat (`lr = 0.001`) or in sections (`[train]`, `[model]`;
     a run's own config.json is one). Returns ({section or "": {name: value}}, whether the file is a
@@ -145,9 +155,7 @@ def read_config(path: Path) -> tuple[dict, bool]:
         raise ValueError(f"config {path}: {exc.strerror or exc}") from None
     try:
         if path.suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
+            data = toml_loads(text)
         else:
             data = json.loads(text)
     except ValueError as exc:

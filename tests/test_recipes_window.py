@@ -9,13 +9,13 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from groc_cli.evaluation.compare import compare
+from groc_cli.settings import toml_loads
 from tests.conftest import TEST_ENV
 from tests.test_recipes_lib import REPO, recipe_env
 
@@ -162,7 +162,7 @@ def test_tiny_dry_run_start_status_collect(tmp_path, data_dir, wordnet):
         assert rows[kind]["ended"] == "finished: max-epochs" and rows[kind]["epochs"] == 2 and rows[kind]["test_ppl"] > 1
     # The regularization each row records is its config file's (a change there flows through).
     for kind in set(KINDS) - {"bilinear"}:
-        model = tomllib.loads((REPO / "recipes" / "configs" / "penn" / f"{kind}.toml").read_text())["model"]
+        model = toml_loads((REPO / "recipes" / "configs" / "penn" / f"{kind}.toml").read_text())["model"]
         row = rows[kind]
         assert row["emb_dropout"] == model.get("emb_dropout", 0.0) and row["dropout"] == model["dropout"]
         assert row["layer_dropout"] == model.get("layer_dropout", model["dropout"])

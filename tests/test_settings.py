@@ -5,6 +5,7 @@ import ast
 import dataclasses
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from groc_cli.commands import _settings as S
 from groc_cli.commands.finetune import finetune
 from groc_cli.commands.train import train
 from groc_cli.models import ModelConfig
-from groc_cli.settings import cli_fields, default_of, flag_of
+from groc_cli.settings import cli_fields, default_of, flag_of, toml_loads
 from groc_cli.training.loop import TrainConfig
 from tests.conftest import REPO, run_groc
 
@@ -138,18 +139,16 @@ def test_finetune_takes_no_model_setting(data, tmp_path):
 
 
 def test_paper_configs_are_valid_settings():
-    import tomllib
-
     configs = sorted((REPO / "recipes" / "configs").glob("*/*.toml"))
     assert len(configs) == 20  # seven layers and three GroC ablations, penn and wikitext2
     for path in configs:
-        data = tomllib.loads(path.read_text())
+        data = toml_loads(path.read_text())
         model, trained = ModelConfig(**data["model"]), TrainConfig(**data["train"])
         assert model.emb == (300 if path.parent.name == "penn" else 256) and trained.bptt == 35
         # One dropout rate on the inputs, between the layers and after the last (the PTB A/B of
         # recipes/table2-cpu.sh decided it; docs/reproduction.md).
         assert model.emb_dropout == model.dropout == 0.65 and model.layer_dropout is None, path
-    groc = tomllib.loads((REPO / "recipes" / "configs" / "penn" / "groc.toml").read_text())["model"]
+    groc = toml_loads((REPO / "recipes" / "configs" / "penn" / "groc.toml").read_text())["model"]
     assert groc["out_depth"] == 0 and groc["out_dropout"] == 0.2  # Table 8, penn
 
 
@@ -227,3 +226,18 @@ def test_eval_takes_a_config_file_and_overrides(data, tmp_path):
                                                 "--cache-size", "100")["perplexity"]
     r = run_groc("eval", tmp_path / "r", data, "--config", config, "thet=3")
     assert r.returncode == 2 and "override 'thet=3': unknown setting 'thet'" in r.stderr.decode()
+
+
+def test_toml_configs_read_on_python_3_10_through_tomli(monkeypatch, tmp_path):
+    """Python 3.10 (which pyproject.toml allows) has no tomllib: every `--config X.toml`, and so every
+    recipe, stopped there with ModuleNotFoundError. tomli is its dependency there."""
+    tomllib = pytest.importorskip("tomllib")  # this test stands 3.11's parser in for tomli
+    from groc_cli.settings import read_config
+
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # `import tomllib` fails as on 3.10
+    monkeypatch.setitem(sys.modules, "tomli", tomllib)  # the package tomllib came from
+    config = tmp_path / "c.toml"
+    config.write_text("[model]\nemb = 32\n")
+    assert read_config(config) == ({"model": {"emb": 32}}, False)
+    project = toml_loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "tomli>=1.1; python_version < '3.11'" in project["dependencies"]

@@ -20,11 +20,12 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from groc_cli.settings import toml_loads
 
 REPO = Path(__file__).resolve().parents[1]
 VERSIONS = {"faiss-cpu": "1.15.1", "faiss-gpu-cu12": "1.14.1"}
@@ -62,7 +63,7 @@ def write_wheel(folder: Path, name: str, version: str, files: dict[str, str]) ->
 
 
 def requirement_names(pyproject: Path) -> set[str]:
-    project = tomllib.loads(pyproject.read_text())["project"]
+    project = toml_loads(pyproject.read_text())["project"]
     specs = [*project["dependencies"], *(s for extra in project["optional-dependencies"].values() for s in extra)]
     return {re.match(r"[A-Za-z0-9._-]+", spec).group(0).lower() for spec in specs}
 
