@@ -113,7 +113,10 @@ for d in $DOMAINS; do
     die "PYTHON=$PYTHON is not on PATH (it shuffles the web splits)"
   fi
   for f in "${INPUTS[@]}"; do
-    if [ ! -f "$f" ]; then
+    if [ ! -f "$f" ] && [ -f "$f.gz" ]; then
+      echo "$NAME: missing $f; $f.gz is there: gunzip -k it (this recipe cuts the text with awk)" >&2
+      missing=1
+    elif [ ! -f "$f" ]; then
       echo "$NAME: missing $f ($(where "$d"))" >&2
       missing=1
     fi

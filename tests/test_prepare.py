@@ -229,3 +229,35 @@ def test_a_byte_order_mark_is_not_part_of_the_first_word(groc, tmp_path):
     word_list = tmp_path / "words.txt"
     word_list.write_bytes(bom + b"the 3\r\ncat\r\n")
     assert read_vocab_words(word_list) == ["the", "cat"]
+
+
+def test_compressed_text_is_read_as_it_is_and_a_truncated_file_is_one_line(groc, data_dir, tmp_path):
+    """WMT's News Crawl comes gzipped: `groc prepare --train news.2007.en.shuffled.gz` said it
+    looked binary. gzip, bzip2 and xz files, and compressed stdin, make the dataset that the text
+    makes; a file cut short (an interrupted download) is one error line and leaves nothing."""
+    import bz2
+    import gzip
+    import lzma
+
+    text = (data_dir / "ptb" / "ptb.valid.txt").read_bytes()
+    inputs = {"plain.txt": text, "t.gz": gzip.compress(text), "t.bz2": bz2.compress(text), "t.xz": lzma.compress(text)}
+    for name, data in inputs.items():
+        (tmp_path / name).write_bytes(data)
+    checksums = set()
+    for name in inputs:
+        r = groc("prepare", "--train", tmp_path / name, "--json", "-o", tmp_path / f"ds-{name}")
+        assert r.returncode == 0, r.stderr.decode()
+        checksums.add(json.loads(r.stdout)["checksum"])
+    r = groc("prepare", "--train", "-", "--json", "-o", tmp_path / "ds-stdin", input=inputs["t.gz"])
+    assert r.returncode == 0, r.stderr.decode()
+    checksums.add(json.loads(r.stdout)["checksum"])
+    assert len(checksums) == 1
+    assert groc("tokenize", tmp_path / "t.xz").stdout == groc("tokenize", tmp_path / "plain.txt").stdout
+
+    cut = tmp_path / "cut.gz"
+    cut.write_bytes(inputs["t.gz"][: len(inputs["t.gz"]) // 2])
+    r = groc("prepare", "--train", cut, "-o", tmp_path / "ds-cut")
+    err = r.stderr.decode().strip().splitlines()
+    assert r.returncode != 0 and "cannot read it as gzip" in err[-1] and "cut short" in err[-1]
+    assert len([line for line in err if "error" in line]) == 1
+    assert not (tmp_path / "ds-cut").exists() and not list(tmp_path.glob(".ds-cut*"))

@@ -1,6 +1,7 @@
 """recipes/data-crossdomain.sh on small stand-ins for the paper's downloads (real text from
 ../shared/data under the WMT 2014 / WikiText-103 file names, budgets of a few thousand tokens)."""
 
+import gzip
 import json
 import os
 import shutil
@@ -106,6 +107,11 @@ def test_one_missing_file_is_one_line(built, tmp_path):
     assert result.stderr.count("\n") == 1
     assert str(partial / "news.2009.en.shuffled") in result.stderr
     assert not (tmp_path / "out").exists()
+    # as WMT serves it: gzipped, which this recipe (awk on the text) does not read
+    (partial / "news.2009.en.shuffled.gz").write_bytes(gzip.compress((src / "news.2009.en.shuffled").read_bytes()))
+    result = run_script(partial, tmp_path / "out", domains=())
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "news.2009.en.shuffled.gz is there: gunzip -k it" in result.stderr
 
 
 def test_budgets_cut_at_line_ends(built):

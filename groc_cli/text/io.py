@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import gzip
+import lzma
 import os
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 from ..errors import GrocError
 from .tokenizer import TokenizeOptions, TokenizeSettings, decode_lines, tokenize_lines
+
+
+#: Compressed text, read as it is (WMT's News Crawl comes gzipped), known by its first bytes:
+#: none of them can begin a UTF-8 text file (bzip2's "BZh" is followed by its block magic).
+COMPRESSIONS = (
+    ("gzip", lambda head: head.startswith(b"\x1f\x8b"), gzip.open),
+    ("bzip2", lambda head: head[:3] == b"BZh" and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"), bz2.open),
+    ("xz", lambda head: head.startswith(b"\xfd7zXZ\x00"), lzma.open),
+)
+
+
+def compression_of(head: bytes) -> tuple[str, Callable] | None:
+    """(name, opener) of the compression that a stream's first bytes show, or None for plain text."""
+    return next(((name, opener) for name, test, opener in COMPRESSIONS if test(head)), None)
 
 
 def check_input_file(path: Path, flag: str) -> Path:
@@ -24,15 +42,42 @@ def check_input_file(path: Path, flag: str) -> Path:
         raise GrocError(f"{flag} {path} is empty")
     with open(path, "rb") as handle:
         head = handle.read(8192)
-    if b"\x00" in head:
-        raise GrocError(f"{flag} {path} looks binary (NUL bytes), expected UTF-8 text")
+    if b"\x00" in head and compression_of(head) is None:
+        raise GrocError(f"{flag} {path} looks binary (NUL bytes), expected UTF-8 text (or gzip, bzip2, xz)")
     return path
 
 
-def open_input(path: str | None, flag: str = "INPUT") -> BinaryIO:
+class Decompressed:
+    """The lines of a compressed stream, as a binary file's iteration gives them; a damaged or
+    truncated file (an interrupted download) is one GrocError naming it, not a traceback."""
+
+    def __init__(self, raw: BinaryIO, kind: str, opener: Callable, name: str, close_raw: bool):
+        self.raw, self.kind, self.name, self.close_raw = raw, kind, name, close_raw
+        self.stream = opener(raw, "rb")
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self.stream
+        except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
+            raise GrocError(f"{self.name}: cannot read it as {self.kind} ({exc}); the file is damaged or was cut short") from None
+
+    def close(self) -> None:
+        self.stream.close()
+        if self.close_raw:
+            self.raw.close()
+
+
+def open_input(path: str | None, flag: str = "INPUT") -> BinaryIO | Decompressed:
+    """A text input's bytes, line by line: a file or stdin ('-' or None), read through gzip, bzip2
+    or xz where its first bytes show one."""
     if path in (None, "-"):
-        return sys.stdin.buffer
-    return open(check_input_file(Path(path), flag), "rb")
+        raw, name = sys.stdin.buffer, "stdin"
+    else:
+        raw, name = open(check_input_file(Path(path), flag), "rb"), str(path)
+    found = compression_of(raw.peek(16)[:16]) if hasattr(raw, "peek") else None
+    if found is None:
+        return raw
+    return Decompressed(raw, *found, name=name, close_raw=raw is not sys.stdin.buffer)
 
 
 class TokenLines:
@@ -46,7 +91,7 @@ class TokenLines:
 
     def __init__(self, path: str, flag: str, *, spool_dir: Path, tokenize: bool = False,
                  options: TokenizeOptions = TokenizeOptions(), jobs: int = 1, errors: str = "strict"):
-        self.path, self.name = path, "stdin" if path == "-" else path
+        self.path, self.name, self.flag = path, "stdin" if path == "-" else path, flag
         self.label = f"{flag} {self.name}"
         self.tokenize, self.options, self.jobs, self.errors = tokenize, options, jobs, errors
         self.spool_dir = spool_dir
@@ -67,7 +112,7 @@ class TokenLines:
             yield from self._read_spool()
         elif self._stat is not None:
             self._check_unchanged()
-            with open(self.path, "rb") as stream:
+            with contextlib.closing(open_input(self.path, self.flag)) as stream:
                 for line in decode_lines(stream, errors=self.errors, name=self.name):
                     yield line.split()
             self._check_unchanged()
@@ -81,7 +126,9 @@ class TokenLines:
         else:
             self._stat = self._identity()
         with contextlib.ExitStack() as stack:
-            stream = sys.stdin.buffer if self.path == "-" else stack.enter_context(open(self.path, "rb"))
+            stream = open_input(self.path, self.flag)
+            if stream is not sys.stdin.buffer:  # stdin stays open: close() may drain it
+                stack.enter_context(contextlib.closing(stream))
             lines = decode_lines(stream, errors=self.errors, name=self.name)
             if self.tokenize:
                 lines = stack.enter_context(contextlib.closing(tokenize_lines(lines, self.options, jobs=self.jobs)))
