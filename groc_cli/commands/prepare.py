@@ -25,7 +25,7 @@ EPILOG = """[bold]Examples[/bold]
 @S.with_settings(PrepareSettings, after="output")
 def prepare(
     ctx: typer.Context,
-    train: Optional[str] = typer.Option(None, "--train", help="Training text, one sentence or paragraph per line ('-' reads stdin)."),
+    train: Optional[str] = typer.Option(None, "--train", help="Training text, one sentence or paragraph per line ('-' reads stdin; gzip, bzip2 or xz are read as they are)."),
     valid: Optional[str] = typer.Option(None, "--valid", help="Validation text."),
     test: Optional[str] = typer.Option(None, "--test", help="Test text."),
     output: Path = typer.Option(..., "-o", "--output", help="Dataset directory to create."),

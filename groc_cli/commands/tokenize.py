@@ -25,7 +25,7 @@ EPILOG = """[bold]Examples[/bold]
 @S.with_settings(TokenizeSettings, after="output")
 def tokenize(
     ctx: typer.Context,
-    input: Optional[str] = typer.Argument(None, metavar="[INPUT|-]", help="Text file to tokenize; '-' or nothing reads stdin."),
+    input: Optional[str] = typer.Argument(None, metavar="[INPUT|-]", help="Text file to tokenize (gzip, bzip2 or xz too); '-' or nothing reads stdin."),
     output: str = typer.Option("-", "-o", "--output", help="Where to write tokens; '-' is stdout."),
     errors: Utf8Errors = UTF8_ERRORS,
     force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
