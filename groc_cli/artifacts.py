@@ -329,7 +329,7 @@ def atomic_group(where: Path) -> Iterator[Callable[..., Path]]:
         for tmp, _ in made:
             _remove(tmp)
         if disk_full(exc, Path(where).parent if str(Path(where).parent) else Path(".")):
-            raise DiskFull(where, written) from None
+            raise DiskFull(where, written, quota=quota_exceeded(exc)) from None
         raise
     with _signals_deferred():
         for tmp, final in made:
@@ -414,7 +414,7 @@ def disk_full(exc: BaseException, where: Path) -> bool:
     if not isinstance(exc, Exception):
         return False
     text = str(exc)
-    if "No space left" in text or "StorageFull" in text or "os error 28" in text:
+    if "No space left" in text or "StorageFull" in text or "os error 28" in text or quota_exceeded(exc):
         return True
     try:
         return "write" in text and shutil.disk_usage(where).free < (1 << 20)
@@ -422,13 +422,28 @@ def disk_full(exc: BaseException, where: Path) -> bool:
         return False
 
 
+def quota_exceeded(exc: BaseException) -> bool:
+    """Whether `exc` is the user's disk quota running out (EDQUOT: a cluster's home or project file
+    system), not the device: there the device has room, and freeing space means freeing quota.
+    Worded as pyarrow ("Disk quota exceeded") and safetensors ("os error 122") report it."""
+    if getattr(exc, "errno", None) == errno.EDQUOT:
+        return True
+    text = str(exc) if isinstance(exc, Exception) else ""
+    return "Disk quota exceeded" in text or "os error 122" in text
+
+
 class DiskFull(GrocError):
     """No space left while writing an output; nothing of it was kept."""
 
     exit_code = 1
 
-    def __init__(self, path: Path, needed: int, free: int | None = None):
+    def __init__(self, path: Path, needed: int, free: int | None = None, quota: bool = False):
         self.path = Path(path)
+        if quota:
+            super().__init__(f"disk quota exceeded writing {path}: it needs more than {needed:,} bytes; nothing was "
+                             "written there (free some of your quota, which `quota -s` or Lustre's `lfs quota -h .` "
+                             "shows, or choose another path)")
+            return
         if free is None:
             try:
                 free = shutil.disk_usage(self.path.parent if str(self.path.parent) else ".").free

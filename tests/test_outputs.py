@@ -338,6 +338,48 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(work, tmp_path):
         assert list(disk.iterdir()) == []
 
 
+QUOTA = """
+import sys
+import pyarrow.parquet as pq
+import groc_cli.run_storage as storage
+from safetensors import SafetensorError
+
+def quota(*args, **kwargs):  # EDQUOT as each library words it: the device has room, the user's quota not
+    if sys.argv[1] == "prepare":
+        raise OSError("Error writing bytes to file. Detail: [errno 122] Disk quota exceeded")
+    raise SafetensorError('Error while serializing: IoError(Os { code: 122, kind: QuotaExceeded, message: "Disk quota exceeded" })')
+
+pq.ParquetWriter.write_table = quota
+storage.save_file = quota
+from groc_cli.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_disk_quota_met_is_one_line_that_says_quota_and_leaves_nothing(work, tmp_path):
+    """On a cluster's home or project file system the user's quota (EDQUOT) runs out, not the
+    device: pyarrow's and safetensors' wordings of it were a traceback or a bare library message."""
+    def groc_over_quota(*args):
+        return subprocess.run([sys.executable, "-c", QUOTA, *map(str, args)], capture_output=True,
+                              env={**os.environ, **TEST_ENV})
+
+    def error_line(r) -> str:
+        err = r.stderr.decode()
+        assert err.count("error") == 1 and "Traceback" not in err, err
+        return err.strip().splitlines()[-1]
+
+    r = groc_over_quota("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split",
+                        "4000,1000", "-o", tmp_path / "data")
+    line = error_line(r)
+    assert r.returncode == 1 and line.startswith(f"groc: error: disk quota exceeded writing {tmp_path / 'data'}"), line
+    assert "quota -s" in line
+    r = groc_over_quota("train", work / "data", "-o", tmp_path / "run", "--max-epochs", "1", *TINY)
+    line = error_line(r)
+    assert r.returncode == 1 and line.startswith(f"groc: error: disk quota exceeded writing {tmp_path / 'run'}"), line
+    assert "nothing was trained" in line
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_checkpoint_that_does_not_fit_keeps_the_previous_one_whole(work, tmp_path):
     """ENOSPC while `train --resume` writes its next checkpoint: best/, metrics.parquet and
     steps.parquet were replaced (and best/'s start state deleted) while last/ stayed at the old step.

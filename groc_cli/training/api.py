@@ -16,8 +16,8 @@ import torch
 import torch.distributed as dist
 
 from ..version import __version__
-from ..artifacts import (check_destination, first_line, disk_full, output_lock, replace_path, sha256_file, special_kind,
-                         write_json)
+from ..artifacts import (check_destination, first_line, disk_full, output_lock, quota_exceeded, replace_path, sha256_file,
+                         special_kind, write_json)
 from ..console import log
 from ..environment import environment
 from ..errors import DamagedInput, GrocError, as_setting_error
@@ -354,7 +354,8 @@ def run_output(run_dir: Path, resume: bool, force: bool, rank: int, inputs: tupl
             said.exit_code = exc.exit_code
             raise said from None
         if disk_full(exc, run_dir.parent):
-            raise GrocError(f"no space left on the device of {run_dir}; {where}") from None
+            problem = "disk quota exceeded writing" if quota_exceeded(exc) else "no space left on the device of"
+            raise GrocError(f"{problem} {run_dir}; {where}") from None
         raise
     if aside:
         replace_path(target, run_dir)
