@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Column
 
-from .errors import StdoutClosed, named
+from .errors import GrocError, StdoutClosed, named
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -35,7 +35,7 @@ def log(message: str) -> None:
 
 def emit_json(obj: Any) -> None:
     """The stage's result: one JSON object on stdout."""
-    if not is_main_process():
+    if not is_main_process() or sys.stdout is None:  # stdout closed (`>&-`): the summary goes nowhere, as print's
         return
     write_stdout(strict_json(obj, sort_keys=True) + "\n", flush=True)
 
@@ -64,7 +64,12 @@ def strict_json(obj: Any, **dumps: Any) -> str:
 
 def write_stdout(text: str, flush: bool = False) -> None:
     """Write part of a stage's result to stdout; a reader that has gone away (`| head`) ends the stage
-    normally (StdoutClosed), not with typer's exit status 1 for an OSError."""
+    normally (StdoutClosed), not with typer's exit status 1 for an OSError. A stage whose result is
+    its stdout, started with stdout closed (`>&-`: Python's sys.stdout is None), stops in one line
+    at its first write."""
+    if sys.stdout is None:
+        raise GrocError("stdout is closed (`>&-`), so the result has nowhere to go; redirect it (`> FILE`), or give "
+                        "-o FILE where the command takes one")
     try:
         sys.stdout.write(text)
         if flush:

@@ -106,3 +106,31 @@ def test_every_flag_an_error_names_exists():
                 mentioned.setdefault(flag, f"{path.relative_to(package)}: {literal[:80]}")
     unknown = {f: where for f, where in mentioned.items() if f not in known and f not in foreign}
     assert not unknown, unknown
+
+
+def test_a_closed_stdin_or_stdout_is_one_line_and_a_closed_stdout_does_not_fail_a_stage_that_writes_files(tmp_path):
+    """Started with stdin or stdout closed (`<&-`, `>&-`, as some launchers do), a stage that reads
+    stdin or writes its result there stopped with an AttributeError traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import TEST_ENV
+
+    text = tmp_path / "t.txt"
+    text.write_text("the cat sat .\n")
+
+    def shell(command: str):
+        return subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=tmp_path,
+                              env={**os.environ, **TEST_ENV, "GROC": f"{sys.executable} -m groc_cli"})
+
+    for command, flag in (("$GROC tokenize <&-", "INPUT"), ("$GROC prepare --train - -o d <&-", "--train")):
+        r = shell(command)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip().splitlines()[-1] == (f"groc: error: {flag} reads stdin, which is closed (`<&-`); "
+                                                     "give a file, or pipe the text in")
+    r = shell("$GROC tokenize t.txt >&-")
+    assert r.returncode == 2 and r.stderr.startswith("groc: error: stdout is closed") and r.stderr.count("\n") == 1
+    r = shell("$GROC prepare --train t.txt -o d --json >&-")  # the summary goes nowhere; the dataset is made
+    assert r.returncode == 0 and (tmp_path / "d" / "manifest.json").is_file(), r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "t.txt"]

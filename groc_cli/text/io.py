@@ -71,6 +71,8 @@ def open_input(path: str | None, flag: str = "INPUT") -> BinaryIO | Decompressed
     """A text input's bytes, line by line: a file or stdin ('-' or None), read through gzip, bzip2
     or xz where its first bytes show one."""
     if path in (None, "-"):
+        if sys.stdin is None:  # started with stdin closed (`<&-`)
+            raise GrocError(f"{flag} reads stdin, which is closed (`<&-`); give a file, or pipe the text in")
         raw, name = sys.stdin.buffer, "stdin"
     else:
         raw, name = open(check_input_file(Path(path), flag), "rb"), str(path)
@@ -127,7 +129,7 @@ class TokenLines:
             self._stat = self._identity()
         with contextlib.ExitStack() as stack:
             stream = open_input(self.path, self.flag)
-            if stream is not sys.stdin.buffer:  # stdin stays open: close() may drain it
+            if self.path != "-" or stream is not sys.stdin.buffer:  # stdin stays open: close() may drain it
                 stack.enter_context(contextlib.closing(stream))
             lines = decode_lines(stream, errors=self.errors, name=self.name)
             if self.tokenize:
