@@ -161,6 +161,14 @@ def _flagged(args: list[str]):
     return write
 
 
+def _escaping_stderr() -> None:
+    """Messages never stop a stage: in an ASCII or Latin-1 locale stderr keeps its encoding and
+    escapes what it cannot show (a path or word outside it), where it raised UnicodeEncodeError.
+    (Results are UTF-8 whatever the locale: console.write_stdout.)"""
+    if sys.stderr is not None and hasattr(sys.stderr, "reconfigure") and not console.utf8(sys.stderr):
+        sys.stderr.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run groc; the exit status (130 after Ctrl-C, 143 after SIGTERM, whenever it arrives)."""
     try:
@@ -179,6 +187,7 @@ def _main(argv: list[str] | None) -> int:
             if signal.getsignal(signum) is not signal.SIG_IGN:
                 signal.signal(signum, _on_signal)
     console.setting_names = _flagged(args)
+    _escaping_stderr()
     try:
         result = command.main(args=args, prog_name="groc", standalone_mode=False)
         if _signals:  # typer turns Ctrl-C (and so our SIGTERM) into a silent return of 130

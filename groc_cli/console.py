@@ -62,6 +62,11 @@ def strict_json(obj: Any, **dumps: Any) -> str:
     return json.dumps(cleaned, allow_nan=False, **dumps)
 
 
+def utf8(stream) -> bool:
+    """Whether a text stream encodes UTF-8."""
+    return (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "") == "utf8"
+
+
 def write_stdout(text: str, flush: bool = False) -> None:
     """Write part of a stage's result to stdout; a reader that has gone away (`| head`) ends the stage
     normally (StdoutClosed), not with typer's exit status 1 for an OSError. A stage whose result is
@@ -70,6 +75,11 @@ def write_stdout(text: str, flush: bool = False) -> None:
     if sys.stdout is None:
         raise GrocError("stdout is closed (`>&-`), so the result has nowhere to go; redirect it (`> FILE`), or give "
                         "-o FILE where the command takes one")
+    if not utf8(sys.stdout) and hasattr(sys.stdout, "reconfigure"):
+        # Results are UTF-8 (tokens, JSON: the format of every file groc reads and writes) whatever the
+        # locale: in an ASCII or Latin-1 one `tokenize` stopped at the first word outside it. Help and
+        # tables drawn by rich keep the locale's encoding (ASCII boxes there).
+        sys.stdout.reconfigure(encoding="utf-8")
     try:
         sys.stdout.write(text)
         if flush:

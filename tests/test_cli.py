@@ -134,3 +134,16 @@ def test_a_closed_stdin_or_stdout_is_one_line_and_a_closed_stdout_does_not_fail_
     r = shell("$GROC prepare --train t.txt -o d --json >&-")  # the summary goes nowhere; the dataset is made
     assert r.returncode == 0 and (tmp_path / "d" / "manifest.json").is_file(), r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "t.txt"]
+
+
+def test_results_are_utf8_whatever_the_locale_and_messages_never_stop_a_stage(groc, tmp_path):
+    """In an ASCII or Latin-1 locale `groc tokenize` stopped with a UnicodeEncodeError traceback at
+    the first word outside it; stdout is UTF-8 (the format of every file groc reads and writes)."""
+    text = "café naïve 東京 .\n"
+    for encoding in ("ascii", "latin-1"):
+        env = {"PYTHONIOENCODING": encoding}
+        r = groc("tokenize", input=text.encode(), env=env)
+        assert r.returncode == 0 and r.stdout.decode("utf-8") == "café naïve 東 京 .\n", r.stderr
+        r = groc("prepare", "--train", tmp_path / "東京.txt", "-o", tmp_path / "d", env=env)
+        assert r.returncode == 2 and "Traceback" not in r.stderr.decode(), r.stderr
+        assert r.stderr.decode(encoding).strip() == f"groc: error: --train {tmp_path}/\\u6771\\u4eac.txt: no such file"
