@@ -18,7 +18,7 @@ except ImportError:  # older typer depends on click itself
 
 from .version import __version__
 from . import console
-from .errors import GrocError, StdoutClosed, Terminated, named, out_of_memory
+from .errors import GrocError, StderrClosed, StdoutClosed, Terminated, named, out_of_memory
 
 from typer.core import TyperCommand, TyperGroup
 
@@ -139,6 +139,8 @@ def _quiet_stdout() -> int:
 
 
 def _interrupted(exc: BaseException | None) -> int:
+    if console.stderr_gone or isinstance(exc, StderrClosed):  # stderr's reader went away: nothing to tell
+        return 141
     if isinstance(exc, Terminated):
         print("groc: terminated", file=sys.stderr)
         return 143
@@ -187,11 +189,12 @@ def _main(argv: list[str] | None) -> int:
             if signal.getsignal(signum) is not signal.SIG_IGN:
                 signal.signal(signum, _on_signal)
     console.setting_names = _flagged(args)
+    console.stderr_gone = False
     _escaping_stderr()
     try:
         result = command.main(args=args, prog_name="groc", standalone_mode=False)
-        if _signals:  # typer turns Ctrl-C (and so our SIGTERM) into a silent return of 130
-            return _interrupted(_signals[-1])
+        if _signals or console.stderr_gone:  # typer turns Ctrl-C (and so our SIGTERM) into a silent return of 130
+            return _interrupted(_signals[-1] if _signals else None)
         return result if isinstance(result, int) else 0
     except typer.Exit as exc:
         return exc.exit_code

@@ -13,9 +13,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Column
 
-from .errors import GrocError, StdoutClosed, named
+from .errors import GrocError, StderrClosed, StdoutClosed, named
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+class _StderrConsole(Console):
+    def on_broken_pipe(self) -> None:
+        # rich's own points *stdout* at /dev/null and exits with status 1, which the command line
+        # took for stdout's reader gone: status 0, with the stage's output removed.
+        self.quiet = True
+        stderr_closed()
+
+
+err = _StderrConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def is_main_process() -> bool:
@@ -28,9 +36,27 @@ def is_main_process() -> bool:
 setting_names: Callable[[str], str] = named
 
 
+#: Whether the reader of stderr has gone away (StderrClosed); the command line's exit status says so.
+stderr_gone = False
+
+
 def log(message: str) -> None:
     if is_main_process():
-        err.print(setting_names(message) if isinstance(message, str) else message, markup=False)
+        try:
+            err.print(setting_names(message) if isinstance(message, str) else message, markup=False)
+        except BrokenPipeError:
+            stderr_closed()
+
+
+def stderr_closed() -> None:
+    """The reader of stderr went away: point it at /dev/null (what the stage says while it stops
+    goes nowhere, rather than failing again) and stop the stage (StderrClosed)."""
+    global stderr_gone
+    stderr_gone = True
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stderr.fileno())
+    os.close(devnull)
+    raise StderrClosed()
 
 
 def emit_json(obj: Any) -> None:

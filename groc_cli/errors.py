@@ -67,6 +67,12 @@ class DamagedInput(GrocError):
         super().__init__(f"{file} {problem}; {rebuild}")
 
 
+class StderrClosed(KeyboardInterrupt):
+    """The reader of stderr went away (`groc train ... 2>&1 | head`, a pager quit): the stage stops
+    as after Ctrl-C, keeping what an interruption keeps (a run's last checkpoint), with exit status
+    141, a SIGPIPE's. It went on as if stdout's reader had gone: status 0, the run removed."""
+
+
 class StdoutClosed(Exception):
     """The reader of stdout went away (`groc tokenize | head`): a normal end, exit status 0. Not an
     OSError, which typer would turn into exit status 1 before groc's own handler saw it."""

@@ -165,6 +165,25 @@ def open_dataset_words(path: Path) -> list[str]:
     return open_dataset(path).vocab
 
 
+def test_a_reader_of_stderr_that_goes_away_stops_the_stage_as_sigpipe_would(work, tmp_path):
+    """`groc train ... 2>&1 | head`: rich's broken-pipe handler pointed stdout at /dev/null and
+    exited 1, which groc took for stdout's reader gone: status 0, and the run was removed."""
+    def piped(run: Path, *extra: str):
+        command = " ".join([sys.executable, "-m", "groc_cli", "train", str(work / "data"), "-o", str(run), *TINY,
+                            "--max-epochs", "3", "--log-every", "5", *extra])
+        return subprocess.run(["bash", "-c", f"set -o pipefail; {command} 2>&1 | head -n 3"], capture_output=True,
+                              text=True, env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
+
+    r = piped(tmp_path / "early")  # before the first checkpoint: nothing to resume, as after Ctrl-C
+    assert r.returncode == 141 and len(r.stdout.splitlines()) == 3, (r.returncode, r.stdout, r.stderr)
+    assert not (tmp_path / "early").exists()
+    r = piped(tmp_path / "later", "--checkpoint-every", "1")  # a checkpoint is kept and resumes
+    assert r.returncode == 141
+    assert (tmp_path / "later" / "last" / "model.safetensors").is_file()
+    run_groc("train", work / "data", "-o", tmp_path / "later", "--resume", "--max-epochs", "1", check=True)
+    assert leftovers(tmp_path) == []
+
+
 def test_a_second_writer_is_refused_in_one_line(work, tmp_path):
     run = tmp_path / "run"
     proc = start("train", work / "data", "-o", run, *TINY, *ENDLESS)

@@ -47,39 +47,46 @@ def check_input_file(path: Path, flag: str) -> Path:
     return path
 
 
-class Decompressed:
-    """The lines of a compressed stream, as a binary file's iteration gives them; a damaged or
-    truncated file (an interrupted download) is one GrocError naming it, not a traceback."""
+class TextInput:
+    """A text input's bytes, line by line, read through gzip, bzip2 or xz where its first bytes show
+    one. They are looked at when reading starts, not at open: a stage reading stdin takes its
+    output's lock before it waits for input. A damaged or truncated compressed file (an interrupted
+    download) is one GrocError naming it, not a traceback."""
 
-    def __init__(self, raw: BinaryIO, kind: str, opener: Callable, name: str, close_raw: bool):
-        self.raw, self.kind, self.name, self.close_raw = raw, kind, name, close_raw
-        self.stream = opener(raw, "rb")
+    def __init__(self, raw: BinaryIO, name: str, close_raw: bool):
+        self.raw, self.name, self.close_raw = raw, name, close_raw
+        self.stream: BinaryIO | None = None
 
     def __iter__(self) -> Iterator[bytes]:
+        # Loops, not `yield from`: closing a generator closes what it delegates to, and stdin must
+        # stay open when a reader stops early (TokenLines drains it).
+        found = compression_of(self.raw.peek(16)[:16]) if hasattr(self.raw, "peek") else None
+        if found is None:
+            for line in self.raw:
+                yield line
+            return
+        kind, opener = found
+        self.stream = opener(self.raw, "rb")
         try:
-            yield from self.stream
+            for line in self.stream:
+                yield line
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
-            raise GrocError(f"{self.name}: cannot read it as {self.kind} ({exc}); the file is damaged or was cut short") from None
+            raise GrocError(f"{self.name}: cannot read it as {kind} ({exc}); the file is damaged or was cut short") from None
 
     def close(self) -> None:
-        self.stream.close()
+        if self.stream is not None:
+            self.stream.close()
         if self.close_raw:
             self.raw.close()
 
 
-def open_input(path: str | None, flag: str = "INPUT") -> BinaryIO | Decompressed:
-    """A text input's bytes, line by line: a file or stdin ('-' or None), read through gzip, bzip2
-    or xz where its first bytes show one."""
+def open_input(path: str | None, flag: str = "INPUT") -> TextInput:
+    """A text input: a file, or stdin for '-' or None (left open when closed)."""
     if path in (None, "-"):
         if sys.stdin is None:  # started with stdin closed (`<&-`)
             raise GrocError(f"{flag} reads stdin, which is closed (`<&-`); give a file, or pipe the text in")
-        raw, name = sys.stdin.buffer, "stdin"
-    else:
-        raw, name = open(check_input_file(Path(path), flag), "rb"), str(path)
-    found = compression_of(raw.peek(16)[:16]) if hasattr(raw, "peek") else None
-    if found is None:
-        return raw
-    return Decompressed(raw, *found, name=name, close_raw=raw is not sys.stdin.buffer)
+        return TextInput(sys.stdin.buffer, "stdin", close_raw=False)
+    return TextInput(open(check_input_file(Path(path), flag), "rb"), str(path), close_raw=True)
 
 
 class TokenLines:
@@ -128,9 +135,7 @@ class TokenLines:
         else:
             self._stat = self._identity()
         with contextlib.ExitStack() as stack:
-            stream = open_input(self.path, self.flag)
-            if self.path != "-" or stream is not sys.stdin.buffer:  # stdin stays open: close() may drain it
-                stack.enter_context(contextlib.closing(stream))
+            stream = stack.enter_context(contextlib.closing(open_input(self.path, self.flag)))
             lines = decode_lines(stream, errors=self.errors, name=self.name)
             if self.tokenize:
                 lines = stack.enter_context(contextlib.closing(tokenize_lines(lines, self.options, jobs=self.jobs)))
