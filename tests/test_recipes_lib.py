@@ -45,6 +45,13 @@ def test_step_and_capture_skip_done_work_and_keep_failures_out(tmp_path):
     r = bash(f"step {marker} touch {marker}; step {marker} false", tmp_path)
     assert r.returncode == 0 and marker.exists()
 
+    # A captured output is readable as the umask allows, as one written by `>` is (mktemp's are 0600:
+    # the group of a shared project folder could not read the recipes' evaluations).
+    for umask, mode in (("022", 0o644), ("002", 0o664), ("077", 0o600)):
+        shared = tmp_path / "results" / "work" / f"shared-{umask}.json"
+        r = bash(f"umask {umask}; capture {shared} echo '{{}}'", tmp_path)
+        assert r.returncode == 0 and shared.stat().st_mode & 0o777 == mode, (umask, oct(shared.stat().st_mode))
+
 
 def test_a_run_that_ran_no_command_removes_only_what_it_made(tmp_path):
     r = bash("echo ran", tmp_path)  # sourced, then done without a command: nothing of its own is left

@@ -61,6 +61,11 @@ step() {
   _end
 }
 
+# umask_mode MODE: MODE (octal) less the umask's bits, as a file made by `>` or `mkdir` gets: mktemp's
+# files are 0600 and its folders 0700 whatever the umask, so an output moved into place from one
+# was unreadable to the group of a shared project folder.
+umask_mode() { printf '%o' $(( 0$1 & ~0$(umask) )); }
+
 # capture OUTPUT CMD...: CMD's stdout (one JSON object) into OUTPUT, atomically; skipped if
 # OUTPUT exists.
 capture() {
@@ -68,7 +73,7 @@ capture() {
   _begin "$out" || return 0
   _logged "$@"
   echo "  > $out" >> "${LOG:-/dev/null}"
-  local tmp; tmp=$(mktemp "$out.partial.XXXXXX")
+  local tmp; tmp=$(mktemp "$out.partial.XXXXXX") && chmod "$(umask_mode 666)" "$tmp"
   if "$@" > "$tmp"; then mv "$tmp" "$out"; else local rc=$?; rm -f "$tmp"; return $rc; fi
   _end
 }

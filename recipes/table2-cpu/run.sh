@@ -106,7 +106,7 @@ row() {
 keep_record() {
   local kind=$1 record=$RECORDS/ptb-$1
   _begin "$record" kept || return 0
-  local tmp what ok=1; tmp=$(mktemp -d "$record.partial.XXXXXX") && chmod 755 "$tmp"
+  local tmp what ok=1; tmp=$(mktemp -d "$record.partial.XXXXXX") && chmod "$(umask_mode 777)" "$tmp"
   cp "$RUNS/ptb-$kind/"{summary.json,config.json,metrics.parquet} "$tmp/" || ok=0
   # The four evaluations by name, not a glob of ptb-KIND.*: a capture killed with its session leaves
   # ptb-KIND.test.json.partial.XXXXXX beside them, which is no part of the record.
