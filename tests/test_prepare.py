@@ -261,3 +261,30 @@ def test_compressed_text_is_read_as_it_is_and_a_truncated_file_is_one_line(groc,
     assert r.returncode != 0 and "cannot read it as gzip" in err[-1] and "cut short" in err[-1]
     assert len([line for line in err if "error" in line]) == 1
     assert not (tmp_path / "ds-cut").exists() and not list(tmp_path.glob(".ds-cut*"))
+
+
+def test_a_pipe_given_by_name_is_read_once_and_drained(data_dir, tmp_path):
+    """`groc prepare --train <(zcat news.gz)` said `/dev/fd/63 is empty` (a pipe's size is 0), as did
+    every stage given a pipe by name, and prepare reads a plain file twice, which a pipe cannot be."""
+    valid = data_dir / "ptb" / "ptb.valid.txt"
+    groc_cmd = f'"{sys.executable}" -m groc_cli'
+
+    def shell(script: str):
+        return subprocess.run(["bash", "-o", "pipefail", "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                              env={**os.environ, **TEST_ENV})
+
+    made = {}
+    for name, source in (("file", f'"{valid}"'), ("substituted", f'<(cat "{valid}")'),
+                         ("gzipped", f'<(gzip -c "{valid}")')):
+        r = shell(f"{groc_cmd} prepare --train {source} --json -o {name}")
+        assert r.returncode == 0, r.stderr
+        made[name] = json.loads(r.stdout)["checksum"]
+    assert len(set(made.values())) == 1
+    r = shell(f'{groc_cmd} tokenize <(head -n 2 "{valid}")')
+    assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("consumers may want")
+    # A named pipe whose budgets are met early: the rest is read, so its writer ends normally.
+    r = shell(f'mkfifo fifo; (seq 1 200000 | sed "s/$/ a b c/" > fifo; echo "writer $?" > writer.txt) & '
+              f'{groc_cmd} prepare --train fifo --split 2K,1K -o budgets; wait')
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "writer.txt").read_text().strip() == "writer 0"
+    assert open_dataset(tmp_path / "budgets").manifest["splits"]["train"]["tokens"] == 2000

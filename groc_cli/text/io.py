@@ -38,6 +38,8 @@ def check_input_file(path: Path, flag: str) -> Path:
         raise GrocError(f"{flag} {path}: no such file")
     if path.is_dir():
         raise GrocError(f"{flag} {path} is a directory, expected a text file")
+    if not path.is_file():  # a pipe by name (`<(zcat news.gz)`, a FIFO): looking at it would consume it
+        return path
     if path.stat().st_size == 0:
         raise GrocError(f"{flag} {path} is empty")
     with open(path, "rb") as handle:
@@ -93,10 +95,11 @@ class TokenLines:
     """An input's lines as lists of whitespace-separated tokens, readable more than once in
     bounded memory (groc prepare counts words on a first reading and writes ids on a second).
 
-    A file read as it is is simply read again, and refused if it changed in between. Stdin
-    cannot be read twice, and Moses tokenization is too slow to do twice, so then the first
-    reading keeps the tokens in a spool file in `spool_dir`. The spool has no name
-    (TemporaryFile), so nothing is left behind, even when the process is killed."""
+    A file read as it is is simply read again, and refused if it changed in between. Stdin and
+    pipes given by name (`<(zcat news.gz)`, a FIFO) cannot be read twice, and Moses tokenization is
+    too slow to do twice, so then the first reading keeps the tokens in a spool file in
+    `spool_dir`. The spool has no name (TemporaryFile), so nothing is left behind, even when the
+    process is killed."""
 
     def __init__(self, path: str, flag: str, *, spool_dir: Path, tokenize: bool = False,
                  options: TokenizeOptions = TokenizeOptions(), jobs: int = 1, errors: str = "strict"):
@@ -106,7 +109,11 @@ class TokenLines:
         self.spool_dir = spool_dir
         self._spool: BinaryIO | None = None
         self._stat: tuple | None = None
-        self._stdin_open = False  # stdin's first reading stopped before its end
+        # stdin, or a pipe by name: read once, held open by close() to drain what a reader that
+        # stopped early (met budgets) left in it
+        self.piped = path == "-" or not Path(path).is_file()
+        self._pipe: TextInput | None = None
+        self._pipe_open = False  # the pipe's first reading stopped before its end
 
     def _identity(self) -> tuple:
         st = os.stat(self.path)
@@ -130,23 +137,26 @@ class TokenLines:
 
     def _first_reading(self) -> Iterator[list[str]]:
         spool = None
-        if self.path == "-" or self.tokenize:
+        if self.piped or self.tokenize:
             spool = self._spool = tempfile.TemporaryFile(dir=self.spool_dir, buffering=1 << 20)
         else:
             self._stat = self._identity()
         with contextlib.ExitStack() as stack:
-            stream = stack.enter_context(contextlib.closing(open_input(self.path, self.flag)))
+            stream = open_input(self.path, self.flag)
+            if self.piped:
+                self._pipe = stream  # closed by close(), once drained
+            else:
+                stack.callback(stream.close)
             lines = decode_lines(stream, errors=self.errors, name=self.name)
             if self.tokenize:
                 lines = stack.enter_context(contextlib.closing(tokenize_lines(lines, self.options, jobs=self.jobs)))
-            if self.path == "-":
-                self._stdin_open = True
+            self._pipe_open = self.piped
             for line in lines:
                 tokens = line.split()
                 if spool is not None:
                     spool.write(" ".join(tokens).encode() + b"\n")
                 yield tokens
-            self._stdin_open = False
+            self._pipe_open = False
 
     def _read_spool(self) -> Iterator[list[str]]:
         self._spool.seek(0)
@@ -156,13 +166,16 @@ class TokenLines:
     def close(self, drain: bool = True) -> None:
         if self._spool is not None:
             self._spool.close()
-        if self._stdin_open and drain:
-            # --split met its budgets before stdin ended: read the rest, so that the command
-            # writing into the pipe ends normally instead of by SIGPIPE (status 141, which fails
-            # a pipeline under `set -o pipefail`).
-            self._stdin_open = False
-            while sys.stdin.buffer.read(1 << 20):
-                pass
+        if self._pipe is not None:
+            if self._pipe_open and drain:
+                # --split met its budgets before the pipe ended: read the rest, so that the command
+                # writing into it ends normally instead of by SIGPIPE (status 141, which fails a
+                # pipeline under `set -o pipefail`).
+                while self._pipe.raw.read(1 << 20):
+                    pass
+            self._pipe_open = False
+            self._pipe.close()  # stdin itself stays open
+            self._pipe = None
 
     def __enter__(self) -> "TokenLines":
         return self
