@@ -4,6 +4,7 @@ import sys
 import hashlib
 import json
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -288,3 +289,11 @@ def test_a_pipe_given_by_name_is_read_once_and_drained(data_dir, tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "writer.txt").read_text().strip() == "writer 0"
     assert open_dataset(tmp_path / "budgets").manifest["splits"]["train"]["tokens"] == 2000
+    # A word list (`--vocab <(cut -f1 counts.tsv)`): its first 8 KiB were read to check it, then lost.
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"cat\ndog 3\n")
+    os.close(write_end)
+    try:
+        assert read_vocab_words(Path(f"/dev/fd/{read_end}")) == ["cat", "dog"]
+    finally:
+        os.close(read_end)

@@ -557,27 +557,27 @@ def read_vocab_words(path: Path) -> list[str]:
             mask = table.column("in_vocab").to_numpy(zero_copy_only=False)
             return [w for w, keep in zip(table.column("word").to_pylist(), mask) if keep]
         return table.column("word").to_pylist()
-    with open(path, "rb") as handle:
-        head = handle.read(8192)
+    with open(path, "rb") as handle:  # read once: a pipe given by name (`<(cut -f1 counts.tsv)`) cannot be read twice
+        data = handle.read()
+    head = data[:8192]
     if not head:
         raise GrocError(f"`vocab` {path} is empty")
     if b"\x00" in head or head.startswith(b"PAR1"):
         raise GrocError(f"`vocab` {path} is binary; give a dataset directory, a vocab.parquet or a text file with one word per line")
     words = []
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if number == 1:  # a byte-order mark (Windows editors write one) is not part of the first word
-                raw = raw.removeprefix(codecs.BOM_UTF8)
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                raise GrocError(f"`vocab` {path} line {number}: invalid UTF-8") from None
-            if not line:
-                continue
-            parts = line.split()
-            if len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
-                raise GrocError(f"`vocab` {path} line {number}: expected 'word' or 'word count', got {line[:60]!r}")
-            words.append(parts[0])
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if number == 1:  # a byte-order mark (Windows editors write one) is not part of the first word
+            raw = raw.removeprefix(codecs.BOM_UTF8)
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise GrocError(f"`vocab` {path} line {number}: invalid UTF-8") from None
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+            raise GrocError(f"`vocab` {path} line {number}: expected 'word' or 'word count', got {line[:60]!r}")
+        words.append(parts[0])
     if not words:
         raise GrocError(f"`vocab` {path} has no words")
     return words
