@@ -77,8 +77,8 @@ def test_the_run_directory_format_is_run_storage_s():
     assert spelt == ["formats.py"] * 3
 
 
-#: Other programs' flags, which messages quote (torchrun's, pip's).
-FOREIGN_FLAGS = {"--nproc_per_node", "--force-reinstall", "--no-deps"}
+#: Other programs' flags, which messages quote (torchrun's, pip's, docker's).
+FOREIGN_FLAGS = {"--nproc_per_node", "--force-reinstall", "--no-deps", "--cpus"}
 #: Values of a file format that spell a flag: the stage a grid table's metadata records.
 FORMAT_VALUES = {"eval --grid"}
 
