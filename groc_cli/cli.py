@@ -18,7 +18,7 @@ except ImportError:  # older typer depends on click itself
 
 from .version import __version__
 from . import console
-from .errors import GrocError, StderrClosed, StdoutClosed, Terminated, named, out_of_memory
+from .errors import GrocError, StdoutClosed, Terminated, named, out_of_memory
 
 from typer.core import TyperCommand, TyperGroup
 
@@ -139,7 +139,7 @@ def _quiet_stdout() -> int:
 
 
 def _interrupted(exc: BaseException | None) -> int:
-    if console.stderr_gone or isinstance(exc, StderrClosed):  # stderr's reader went away: nothing to tell
+    if console.stderr_gone:  # stderr's reader went away (StderrClosed): nothing to tell
         return 141
     if isinstance(exc, Terminated):
         print("groc: terminated", file=sys.stderr)
