@@ -133,6 +133,25 @@ def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp
     assert calls(tmp_path) == []
 
 
+def test_table2_cpu_starts_groc_first_and_keeps_the_table_in_its_order(tmp_path):
+    """GroC's row takes as long as several others: started last (the table's order), it trained alone at
+    the end with the other cores idle. It starts first now; the table keeps its order, and a KINDS given
+    starts in its own order."""
+    r = run_recipe("table2-cpu.sh", tmp_path, JOBS="1")
+    assert r.returncode == 0, r.stderr
+    order = [c.rsplit("/ptb-", 1)[1] for c in calls(tmp_path) if c.startswith("train ")]
+    assert order == ["groc", "tied", "tied-hidden", "lookup", "adaptive", "bilinear", "deep-residual", "convolutional"]
+    table = (tmp_path / "results" / "table2-cpu" / "table2-cpu.md").read_text()
+    rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[1:] == ["tied", "tied, hidden-unit dropout only (A/B)", "lookup", "adaptive", "bilinear", "deep-residual",
+                        "convolutional", "groc"]
+
+    (tmp_path / "calls").unlink()
+    subprocess.run(["rm", "-r", str(tmp_path / "results")], check=True)
+    assert run_recipe("table2-cpu.sh", tmp_path, JOBS="1", KINDS="tied groc").returncode == 0
+    assert [c.rsplit("/ptb-", 1)[1] for c in calls(tmp_path) if c.startswith("train ")] == ["tied", "groc"]
+
+
 def test_table2_cpu_rows_with_records_outlive_the_work_folder(tmp_path):
     """Each finished row's record (summary, config, per-epoch metrics, its four evaluations) is written to
     RECORDS; with the work folder and Figure 3's comparisons lost, a re-run trains and evaluates nothing,

@@ -19,7 +19,9 @@
 # large model drop (docs/reproduction.md gives the A/B that decided it).
 # Rows (KINDS, default all): lookup convolutional tied bilinear deep-residual adaptive groc, and
 # tied-hidden: tied with the paper's hidden-unit dropout only (no input-embedding dropout), the
-# one-variable A/B of the prefix regularization.
+# one-variable A/B of the prefix regularization. By default GroC starts first (its row takes as long as
+# three or four others), so that the other rows fill the other JOBS around it; a KINDS given starts in
+# its own order.
 # Environment: DATA (default ../shared/data), RESULTS (default results), GROC_WORK (default results/work),
 # JOBS (default 2; one thread each), DROPOUT, EPOCHS, CHECKPOINT_EVERY (default 300 steps: a GroC
 # epoch is 1,328 steps of up to 40 minutes on a busy core). Re-running skips finished rows and resumes
@@ -117,8 +119,12 @@ keep_record() {
   case $kind in groc) rm -f "$OUT"/compare-*-groc.json ;; *) rm -f "$OUT/compare-$kind-groc.json" ;; esac
   _end
 }
+# Longest row first: started last, GroC would train alone for its many hours after the other rows,
+# one thread on one core, the others idle (an epoch of it costs about five of tied's: docs/benchmarks.md).
+QUEUE=$KINDS
+if [ "$KINDS" = "$ALL_KINDS" ]; then QUEUE="groc $(for kind in $KINDS; do [ "$kind" = groc ] || printf '%s ' "$kind"; done)"; fi
 running=0 failed=0
-for kind in $KINDS; do
+for kind in $QUEUE; do
   [ "$running" -ge "$JOBS" ] && { wait -n || failed=1; running=$((running - 1)); }
   row "$kind" &
   running=$((running + 1))
