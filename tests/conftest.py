@@ -33,6 +33,19 @@ def run_groc(*args, input=None, cwd=None, check=False, env=None):
     return result
 
 
+@pytest.fixture(autouse=True)
+def _thread_count_stays_in_its_test():
+    """groc's set_threads writes OMP_NUM_THREADS (for FAISS and for worker processes): a test that calls
+    it in-process must not hand its count to the subprocesses of the tests after it on the same worker
+    (monkeypatch.delenv of a variable that was not set restores nothing)."""
+    before = os.environ.get("OMP_NUM_THREADS")
+    yield
+    if before is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    else:
+        os.environ["OMP_NUM_THREADS"] = before
+
+
 @pytest.fixture
 def groc():
     return run_groc
