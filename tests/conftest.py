@@ -1,5 +1,7 @@
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -23,14 +25,102 @@ def default_signals() -> None:
 
 
 def run_groc(*args, input=None, cwd=None, check=False, env=None):
-    """Run the real CLI in a subprocess; stdout and stderr are kept apart."""
-    result = subprocess.run(
-        [sys.executable, "-m", "groc_cli", *map(str, args)],
-        input=input, capture_output=True, cwd=cwd, env={**os.environ, **TEST_ENV, **(env or {})},
-    )
+    """Run the real CLI in its own process: a child forked by tests/zygote.py from an interpreter that
+    has imported torch under the same start-up environment, or `python -m groc_cli` where forking is
+    off; stdout and stderr are kept apart."""
+    argv, env = [*map(str, args)], {**os.environ, **TEST_ENV, **(env or {})}
+    if _forkable(env):
+        result = _zygote(env).run(argv, input, os.fspath(cwd or os.getcwd()), env)
+    else:
+        result = subprocess.run([sys.executable, "-m", "groc_cli", *argv], input=input, capture_output=True,
+                                cwd=cwd, env=env)
     if check and result.returncode != 0:
         raise AssertionError(f"groc {' '.join(map(str, args))} failed:\n{result.stderr.decode()}")
     return result
+
+
+# What a forked child cannot change after its fork server's start-up: variables read by the
+# interpreter, the C library, OpenMP (GNU's, torch's CPU wheel) or torch's import. A run is forked by
+# a server started with the same values of these (a thread count aside, which the child sets); a
+# test that changes one gets a server of its own, which costs what a fresh interpreter does.
+_STARTUP = ("PYTHON", "LC_", "LANG", "LD_", "MALLOC_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS", "TORCH",
+            "CUDA", "CUBLAS", "NVIDIA", "ARROW", "NUMPY", "TMP", "TEMP", "HOME")
+_THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_SERVERS: dict = {}  # start-up variables -> _Zygote, the most recently used last
+_MAX_SERVERS = 2
+
+
+def _startup_key(env: dict) -> tuple:
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(_STARTUP) and k not in _THREADS))
+
+
+def _forkable(env: dict) -> bool:
+    if os.environ.get("GROC_TESTS_FRESH_PYTHON") == "1" or not hasattr(socket, "send_fds"):
+        return False
+    threads = env.get("OMP_NUM_THREADS")
+    return threads is None or (threads.isdigit() and int(threads) >= 1)  # anything else: OpenMP's own answer
+
+
+class _Zygote:
+    """The client side of tests/zygote.py: a server started with a run's environment."""
+
+    def __init__(self, env: dict):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = ours
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.zygote", str(theirs.fileno())], cwd=REPO,
+                                     env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL)
+        theirs.close()
+
+    def run(self, argv, input, cwd, env) -> subprocess.CompletedProcess:
+        import threading
+
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        try:
+            socket.send_fds(self.sock, [json.dumps({"args": argv, "cwd": cwd, "env": env}).encode()],
+                            [stdin_r, stdout_w, stderr_w])
+        finally:
+            for f in (stdin_r, stdout_w, stderr_w):
+                os.close(f)
+        out, err = [], []
+
+        def drain(fd, chunks):
+            with open(fd, "rb", buffering=0) as f:
+                while chunk := f.read(1 << 16):
+                    chunks.append(chunk)
+
+        readers = [threading.Thread(target=drain, args=(fd, chunks)) for fd, chunks in ((stdout_r, out), (stderr_r, err))]
+        for t in readers:
+            t.start()
+        with open(stdin_w, "wb") as f:
+            try:
+                f.write(input or b"")
+            except BrokenPipeError:  # the child did not read it all, as subprocess.run allows
+                pass
+        for t in readers:
+            t.join()
+        reply = self.sock.recv(64)
+        if not reply:
+            raise RuntimeError(f"the test fork server (tests/zygote.py) has gone: exit {self.proc.wait()}")
+        return subprocess.CompletedProcess([sys.executable, "-m", "groc_cli", *argv], json.loads(reply),
+                                           b"".join(out), b"".join(err))
+
+    def close(self) -> None:
+        self.sock.close()
+        self.proc.wait(timeout=60)
+
+
+def _zygote(env: dict) -> _Zygote:
+    key = _startup_key(env)
+    server = _SERVERS.pop(key, None)
+    if server is None or server.proc.poll() is not None:
+        while len(_SERVERS) >= _MAX_SERVERS:
+            _SERVERS.pop(next(iter(_SERVERS))).close()
+        server = _Zygote(env)
+    _SERVERS[key] = server
+    return server
 
 
 @pytest.fixture(autouse=True)
@@ -69,3 +159,8 @@ def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    while _SERVERS:
+        _SERVERS.popitem()[1].close()

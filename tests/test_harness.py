@@ -1,0 +1,45 @@
+"""The tests' fork server (tests/zygote.py): a `groc` that it forks behaves as `python -m groc_cli` does."""
+
+import re
+import shutil
+
+from tests import conftest
+from tests.conftest import REPO, run_groc
+
+
+def test_a_forked_groc_answers_as_a_fresh_interpreter_does(tmp_path, monkeypatch):
+    text = "The cat sat on the mat, said Mr. Smith.\n" * 40_000  # 1.6 MB: more than a pipe holds, both ways
+    outputs = (tmp_path / "d", tmp_path / "p")
+    cases = [
+        (["tokenize"], text.encode(), {}),
+        (["tokenize"], "Café au lait – naïve.\n".encode(), {"PYTHONIOENCODING": "ascii:backslashreplace"}),
+        (["prepare", "--train", tmp_path / "missing.txt", "-o", outputs[0]], None, {}),  # one line, exit 2
+        (["prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "300,100", "-o",
+          outputs[1], "--json"], None, {}),
+        (["eval", "--help"], None, {"COLUMNS": "60"}),
+        (["train", "--threads", "0"], None, {}),
+    ]
+    for args, stdin, env in cases:
+        answers = []
+        for fresh in (False, True):
+            for out in outputs:
+                shutil.rmtree(out, ignore_errors=True)
+            if fresh:
+                monkeypatch.setenv("GROC_TESTS_FRESH_PYTHON", "1")
+            r = run_groc(*args, input=stdin, env=env)
+            monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON", raising=False)
+            answers.append((r.returncode, r.stdout, re.sub(rb"\(\d+\.\ds\)", b"(time)", r.stderr)))  # prepare's "(0.1s)"
+            if not fresh:
+                key = conftest._startup_key({**conftest.os.environ, **conftest.TEST_ENV, **env})
+                assert key in conftest._SERVERS and conftest._SERVERS[key].proc.poll() is None, "not forked"
+        assert answers[0] == answers[1], args
+        assert answers[0][0] in (0, 2) and (answers[0][1] or answers[0][2]), args
+
+
+def test_a_run_that_changes_a_start_up_variable_gets_a_server_started_with_it():
+    env = {**conftest.os.environ, **conftest.TEST_ENV}
+    key = conftest._startup_key(env)
+    assert conftest._startup_key({**env, "OMP_NUM_THREADS": "2", "COLUMNS": "50"}) == key  # the child sets these
+    for changed in ({"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C"}, {"MALLOC_ARENA_MAX": "1"}, {"KMP_INIT_AT_FORK": "0"}):
+        assert conftest._startup_key({**env, **changed}) != key, changed
+    assert conftest._forkable(env) and not conftest._forkable({**env, "OMP_NUM_THREADS": ""})
