@@ -24,16 +24,16 @@ def default_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
-def run_groc(*args, input=None, cwd=None, check=False, env=None):
+def run_groc(*args, input=None, cwd=None, check=False, env=None, timeout=None):
     """Run the real CLI in its own process: a child forked by tests/zygote.py from an interpreter that
     has imported torch under the same start-up environment, or `python -m groc_cli` where forking is
     off; stdout and stderr are kept apart."""
     argv, env = [*map(str, args)], {**os.environ, **TEST_ENV, **(env or {})}
     if _forkable(env):
-        result = _zygote(env).run(argv, input, os.fspath(cwd or os.getcwd()), env)
+        result = _zygote(env).run(argv, input, os.fspath(cwd or os.getcwd()), env, timeout)
     else:
         result = subprocess.run([sys.executable, "-m", "groc_cli", *argv], input=input, capture_output=True,
-                                cwd=cwd, env=env)
+                                cwd=cwd, env=env, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"groc {' '.join(map(str, args))} failed:\n{result.stderr.decode()}")
     return result
@@ -72,8 +72,10 @@ class _Zygote:
                                      stdout=subprocess.DEVNULL)
         theirs.close()
 
-    def run(self, argv, input, cwd, env) -> subprocess.CompletedProcess:
+    def run(self, argv, input, cwd, env, timeout=None) -> subprocess.CompletedProcess:
+        """As subprocess.run(..., capture_output=True, timeout=timeout) would answer."""
         import threading
+        import time
 
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
@@ -84,6 +86,7 @@ class _Zygote:
         finally:
             for f in (stdin_r, stdout_w, stderr_w):
                 os.close(f)
+        pid = self._reply()
         out, err = [], []
 
         def drain(fd, chunks):
@@ -91,21 +94,35 @@ class _Zygote:
                 while chunk := f.read(1 << 16):
                     chunks.append(chunk)
 
-        readers = [threading.Thread(target=drain, args=(fd, chunks)) for fd, chunks in ((stdout_r, out), (stderr_r, err))]
-        for t in readers:
+        def feed():
+            with open(stdin_w, "wb") as f:
+                try:
+                    f.write(input or b"")
+                except BrokenPipeError:  # the child did not read it all, as subprocess.run allows
+                    pass
+
+        threads = [threading.Thread(target=feed, daemon=True)]
+        threads += [threading.Thread(target=drain, args=(fd, chunks), daemon=True)
+                    for fd, chunks in ((stdout_r, out), (stderr_r, err))]
+        for t in threads:
             t.start()
-        with open(stdin_w, "wb") as f:
-            try:
-                f.write(input or b"")
-            except BrokenPipeError:  # the child did not read it all, as subprocess.run allows
-                pass
-        for t in readers:
-            t.join()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for t in threads:
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        cmd = [sys.executable, "-m", "groc_cli", *argv]
+        if any(t.is_alive() for t in threads):  # as subprocess.run does: kill the child, then raise
+            os.kill(pid, signal.SIGKILL)
+            self._reply()
+            for t in threads[1:]:
+                t.join(10)
+            raise subprocess.TimeoutExpired(cmd, timeout, b"".join(out), b"".join(err))
+        return subprocess.CompletedProcess(cmd, self._reply(), b"".join(out), b"".join(err))
+
+    def _reply(self) -> int:
         reply = self.sock.recv(64)
         if not reply:
             raise RuntimeError(f"the test fork server (tests/zygote.py) has gone: exit {self.proc.wait()}")
-        return subprocess.CompletedProcess([sys.executable, "-m", "groc_cli", *argv], json.loads(reply),
-                                           b"".join(out), b"".join(err))
+        return json.loads(reply)
 
     def close(self) -> None:
         self.sock.close()

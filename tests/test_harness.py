@@ -43,3 +43,23 @@ def test_a_run_that_changes_a_start_up_variable_gets_a_server_started_with_it():
     for changed in ({"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C"}, {"MALLOC_ARENA_MAX": "1"}, {"KMP_INIT_AT_FORK": "0"}):
         assert conftest._startup_key({**env, **changed}) != key, changed
     assert conftest._forkable(env) and not conftest._forkable({**env, "OMP_NUM_THREADS": ""})
+
+
+def test_a_timeout_kills_the_forked_groc_as_subprocess_run_does(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import time
+
+    import pytest
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # no writer: opening it to read blocks
+    for fresh in (False, True):
+        if fresh:
+            monkeypatch.setenv("GROC_TESTS_FRESH_PYTHON", "1")
+        start = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            run_groc("tokenize", fifo, timeout=8)
+        assert time.monotonic() - start < 30
+    monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON")
+    assert run_groc("tokenize", input=b"and then it runs again\n").stdout == b"and then it runs again\n"

@@ -267,8 +267,7 @@ def test_force_never_replaces_nor_opens_a_special_file(work, tmp_path):
                            (("train", work / "data", "-o", path, "--max-epochs", "1", *TINY), "-o")]:
             for force in [("--force",)] + ([()] if args[0] in ("tokenize", "train") else []):
                 try:
-                    r = subprocess.run([sys.executable, "-m", "groc_cli", *map(str, args), *force], capture_output=True,
-                                       env={**os.environ, **TEST_ENV}, timeout=300)
+                    r = run_groc(*args, *force, timeout=300)
                 except subprocess.TimeoutExpired:
                     raise AssertionError(f"{args} {force} blocked on the {kind}") from None
                 line = one_error_line(r)

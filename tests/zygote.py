@@ -12,7 +12,8 @@ gives every run a real subprocess instead.
 Protocol, over a SOCK_SEQPACKET socket pair: the test sends one JSON message (args, cwd, env) with
 three file descriptors (the child's stdin, stdout, stderr); the server forks, the child runs groc and
 exits like an interpreter does (atexit handlers, non-daemon threads joined, buffers flushed), and
-the server answers with its exit code (negative: the signal that ended it), as subprocess reports it.
+the server answers with the child's pid, then with its exit code (negative: the signal that ended it),
+as subprocess reports it.
 """
 
 import json
@@ -45,6 +46,7 @@ def serve(fd: int) -> None:
             _run_in_child(request, fds)  # raises SystemExit: the child ends as an interpreter does
         for f in fds:
             os.close(f)
+        sock.send(json.dumps(pid).encode())  # for a test's timeout, which kills the child
         _, status = os.waitpid(pid, 0)
         sock.send(json.dumps(os.waitstatus_to_exitcode(status)).encode())
 
