@@ -8,7 +8,7 @@ from tests.conftest import REPO, run_groc
 
 
 def test_a_forked_groc_answers_as_a_fresh_interpreter_does(tmp_path, monkeypatch):
-    text = "The cat sat on the mat, said Mr. Smith.\n" * 40_000  # 1.6 MB: more than a pipe holds, both ways
+    text = "The cat sat on the mat, said Mr. Smith.\n" * 4_000  # 160 kB: more than a pipe holds, both ways
     outputs = (tmp_path / "d", tmp_path / "p")
     cases = [
         (["tokenize"], text.encode(), {}),
@@ -59,7 +59,7 @@ def test_a_timeout_kills_the_forked_groc_as_subprocess_run_does(tmp_path, monkey
             monkeypatch.setenv("GROC_TESTS_FRESH_PYTHON", "1")
         start = time.monotonic()
         with pytest.raises(subprocess.TimeoutExpired):
-            run_groc("tokenize", fifo, timeout=8)
-        assert time.monotonic() - start < 30
+            run_groc("tokenize", fifo, timeout=3)
+        assert time.monotonic() - start < 20
     monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON")
     assert run_groc("tokenize", input=b"and then it runs again\n").stdout == b"and then it runs again\n"
