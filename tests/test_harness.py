@@ -8,6 +8,7 @@ from tests.conftest import REPO, run_groc
 
 
 def test_a_forked_groc_answers_as_a_fresh_interpreter_does(tmp_path, monkeypatch):
+    monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON", raising=False)  # these tests test the fork server
     text = "The cat sat on the mat, said Mr. Smith.\n" * 4_000  # 160 kB: more than a pipe holds, both ways
     outputs = (tmp_path / "d", tmp_path / "p")
     cases = [
@@ -36,7 +37,8 @@ def test_a_forked_groc_answers_as_a_fresh_interpreter_does(tmp_path, monkeypatch
         assert answers[0][0] in (0, 2) and (answers[0][1] or answers[0][2]), args
 
 
-def test_a_run_that_changes_a_start_up_variable_gets_a_server_started_with_it():
+def test_a_run_that_changes_a_start_up_variable_gets_a_server_started_with_it(monkeypatch):
+    monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON", raising=False)
     env = {**conftest.os.environ, **conftest.TEST_ENV}
     key = conftest._startup_key(env)
     assert conftest._startup_key({**env, "OMP_NUM_THREADS": "2", "COLUMNS": "50"}) == key  # the child sets these
@@ -52,6 +54,7 @@ def test_a_timeout_kills_the_forked_groc_as_subprocess_run_does(tmp_path, monkey
 
     import pytest
 
+    monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON", raising=False)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)  # no writer: opening it to read blocks
     for fresh in (False, True):
