@@ -83,10 +83,10 @@ def _reopen_stdio() -> None:
         old = getattr(sys, name)
         raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
         raw.name = f"<{name}>"
-        unbuffered = isinstance(old.buffer, io.FileIO)  # python -u or PYTHONUNBUFFERED
+        unbuffered = isinstance(old.buffer, io.FileIO)  # stdout, stderr under python -u or PYTHONUNBUFFERED
         buffer = raw if unbuffered else io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
         stream = io.TextIOWrapper(buffer, encoding=old.encoding, errors=old.errors, newline="\n",
-                                  line_buffering=fd == 2 or (fd == 1 and (unbuffered or raw.isatty())),
+                                  line_buffering=not unbuffered and (fd == 2 or raw.isatty()),
                                   write_through=old.write_through)
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
