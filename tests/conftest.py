@@ -24,11 +24,16 @@ def default_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
+def run_env(env: dict | None = None) -> dict:
+    """The environment a test's `groc` runs with: the test's own, one thread, then the run's settings."""
+    return {**os.environ, **TEST_ENV, **(env or {})}
+
+
 def run_groc(*args, input=None, cwd=None, check=False, env=None, timeout=None):
     """Run the real CLI in its own process: a child forked by tests/zygote.py from an interpreter that
     has imported torch under the same start-up environment, or `python -m groc_cli` where forking is
     off; stdout and stderr are kept apart."""
-    argv, env = [*map(str, args)], {**os.environ, **TEST_ENV, **(env or {})}
+    argv, env = [*map(str, args)], run_env(env)
     if _forkable(env):
         result = _zygote(env).run(argv, input, os.fspath(cwd or os.getcwd()), env, timeout)
     else:

@@ -1,10 +1,15 @@
 """The tests' fork server (tests/zygote.py): a `groc` that it forks behaves as `python -m groc_cli` does."""
 
+import os
 import re
 import shutil
+import subprocess
+import time
+
+import pytest
 
 from tests import conftest
-from tests.conftest import REPO, run_groc
+from tests.conftest import REPO, run_env, run_groc
 
 
 def test_a_forked_groc_answers_as_a_fresh_interpreter_does(tmp_path, monkeypatch):
@@ -31,7 +36,7 @@ def test_a_forked_groc_answers_as_a_fresh_interpreter_does(tmp_path, monkeypatch
             monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON", raising=False)
             answers.append((r.returncode, r.stdout, re.sub(rb"\(\d+\.\ds\)", b"(time)", r.stderr)))  # prepare's "(0.1s)"
             if not fresh:
-                key = conftest._startup_key({**conftest.os.environ, **conftest.TEST_ENV, **env})
+                key = conftest._startup_key(run_env(env))
                 assert key in conftest._SERVERS and conftest._SERVERS[key].proc.poll() is None, "not forked"
         assert answers[0] == answers[1], args
         assert answers[0][0] in (0, 2) and (answers[0][1] or answers[0][2]), args
@@ -39,7 +44,7 @@ def test_a_forked_groc_answers_as_a_fresh_interpreter_does(tmp_path, monkeypatch
 
 def test_a_run_that_changes_a_start_up_variable_gets_a_server_started_with_it(monkeypatch):
     monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON", raising=False)
-    env = {**conftest.os.environ, **conftest.TEST_ENV}
+    env = run_env()
     key = conftest._startup_key(env)
     assert conftest._startup_key({**env, "OMP_NUM_THREADS": "2", "COLUMNS": "50"}) == key  # the child sets these
     for changed in ({"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C"}, {"MALLOC_ARENA_MAX": "1"}, {"KMP_INIT_AT_FORK": "0"}):
@@ -48,12 +53,6 @@ def test_a_run_that_changes_a_start_up_variable_gets_a_server_started_with_it(mo
 
 
 def test_a_timeout_kills_the_forked_groc_as_subprocess_run_does(tmp_path, monkeypatch):
-    import os
-    import subprocess
-    import time
-
-    import pytest
-
     monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON", raising=False)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)  # no writer: opening it to read blocks
