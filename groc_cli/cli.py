@@ -5,9 +5,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
-import signal
 import sys
-import threading
 
 import typer
 
@@ -17,7 +15,7 @@ except ImportError:  # older typer depends on click itself
     from click import exceptions as click_exceptions
 
 from .version import __version__
-from . import console
+from . import console, interrupts
 from .errors import GrocError, StdoutClosed, Terminated, named, out_of_memory
 
 from typer.core import TyperCommand, TyperGroup
@@ -119,15 +117,6 @@ def _root(
 
 
 _GROUP = typer.main.get_command(app)
-_signals: list[BaseException] = []
-
-
-def _on_signal(signum, frame) -> None:
-    # SIGTERM unwinds like Ctrl-C, so that half-written outputs are removed and training says
-    # where its last checkpoint is, rather than dying where it stands.
-    exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-    _signals.append(exc)
-    raise exc
 
 
 def _quiet_stdout() -> int:
@@ -177,24 +166,22 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     except KeyboardInterrupt as exc:  # one that arrived while another exception was being handled
         return _interrupted(exc)
+    finally:
+        interrupts.uninstall()
 
 
 def _main(argv: list[str] | None) -> int:
     command = _GROUP
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or os.environ.get("GROC_DEBUG") == "1"
-    if threading.current_thread() is threading.main_thread():
-        _signals.clear()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            if signal.getsignal(signum) is not signal.SIG_IGN:
-                signal.signal(signum, _on_signal)
+    interrupts.install()
     console.setting_names = _flagged(args)
     console.stderr_gone = False
     _escaping_stderr()
     try:
         result = command.main(args=args, prog_name="groc", standalone_mode=False)
-        if _signals or console.stderr_gone:  # typer turns Ctrl-C (and so our SIGTERM) into a silent return of 130
-            return _interrupted(_signals[-1] if _signals else None)
+        if interrupts.received() or console.stderr_gone:  # typer turns Ctrl-C (and so our SIGTERM) into a silent return of 130
+            return _interrupted(interrupts.received())
         return result if isinstance(result, int) else 0
     except typer.Exit as exc:
         return exc.exit_code

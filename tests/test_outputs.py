@@ -130,6 +130,51 @@ def test_a_run_interrupted_before_its_first_checkpoint_leaves_nothing(work, tmp_
     assert not run.exists() and leftovers(tmp_path) == []
 
 
+# Ctrl-C lands at the first training step inside what cannot raise it: code compiled from a string
+# (torch builds dataclasses while it imports at the first step), or a callback whose exceptions
+# Python ignores (importlib's module locks have one).
+INTERRUPTED_AT_FIRST_STEP = """
+import signal, sys, weakref, runpy
+from groc_cli.commands import _training_flags
+def in_string_code():
+    exec("import signal; signal.raise_signal(signal.SIGINT)")
+def in_ignoring_callback():
+    class Object: pass
+    kept = Object()
+    ref = weakref.ref(kept, lambda ref: signal.raise_signal(signal.SIGINT))
+    del kept
+    assert ref() is None
+where = {"string": in_string_code, "callback": in_ignoring_callback}[sys.argv.pop(1)]
+step = _training_flags.StepProgress.__call__
+def first_step(self, *args):
+    global where
+    if where is not None:
+        where, now = None, where
+        now()
+    step(self, *args)
+_training_flags.StepProgress.__call__ = first_step
+sys.argv = ["groc", *sys.argv[1:]]
+runpy.run_module("groc_cli", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("where", ["string", "callback"])
+def test_ctrl_c_where_python_cannot_raise_it_still_stops_the_run_with_130(work, tmp_path, where):
+    """It used to end the process by SIGINT after groc had cleaned up (status -2 to the parent), or be
+    lost, so that training ran to its end (a flaky test found it)."""
+    run = tmp_path / "run"
+    # Run with -m, as `python -m groc_cli`: CPython ends a -m module by SIGINT after an interrupt that
+    # passed through a string's code (a script, such as the `groc` command, exits with its status).
+    (tmp_path / "first_step.py").write_text(INTERRUPTED_AT_FIRST_STEP)
+    r = subprocess.run([sys.executable, "-m", "first_step", where, "train", work / "data", "-o", run, *TINY,
+                        "--max-epochs", "2"], capture_output=True, cwd=tmp_path, timeout=300,
+                       env={**os.environ, **TEST_ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"},
+                       preexec_fn=default_signals)
+    err = r.stderr.decode()
+    assert r.returncode == 130 and "nothing was trained" in err and "Exception ignored" not in err, err
+    assert not run.exists() and leftovers(tmp_path) == [] and sorted(tmp_path.iterdir()) == [tmp_path / "first_step.py"]
+
+
 NO_LOCKS = """
 import errno, fcntl, os, runpy, sys
 def flock(fd, op):  # a file system without locks: Lustre mounted noflock
