@@ -111,18 +111,17 @@ def test_every_flag_an_error_names_exists():
 def test_a_closed_stdin_or_stdout_is_one_line_and_a_closed_stdout_does_not_fail_a_stage_that_writes_files(tmp_path):
     """Started with stdin or stdout closed (`<&-`, `>&-`, as some launchers do), a stage that reads
     stdin or writes its result there stopped with an AttributeError traceback."""
-    import os
     import subprocess
     import sys
 
-    from tests.conftest import TEST_ENV
+    from tests.conftest import run_env
 
     text = tmp_path / "t.txt"
     text.write_text("the cat sat .\n")
 
     def shell(command: str):
         return subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=tmp_path,
-                              env={**os.environ, **TEST_ENV, "GROC": f"{sys.executable} -m groc_cli"})
+                              env=run_env({"GROC": f"{sys.executable} -m groc_cli"}))
 
     for command, flag in (("$GROC tokenize <&-", "INPUT"), ("$GROC prepare --train - -o d <&-", "--train")):
         r = shell(command)

@@ -4,14 +4,13 @@ or whose fields have other types. Each is one line on stderr naming the file or 
 non-zero exit, no traceback and no run directory left behind."""
 
 import json
-import os
 import resource
 import shutil
 
 import pytest
 import torch
 
-from tests.conftest import REPO, TEST_ENV, run_groc
+from tests.conftest import REPO, run_env, run_groc
 
 TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--device", "cpu", "--seed", "3"]
 
@@ -73,7 +72,7 @@ def vm_peak_of_groc_version() -> int:
 
     code = ("from groc_cli.cli import main\nmain(['--version'])\n"
             "print(next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmPeak')))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, env={**os.environ, **TEST_ENV})
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, env=run_env())
     return int(r.stdout.split()[-1]) * 1024
 
 
@@ -101,7 +100,7 @@ def test_a_memory_limit_met_while_dumping(tmp_path):
 
     r = subprocess.run([sys.executable, "-m", "groc_cli", "dump", "run", "ds", "--split", "test", "--dtype", "float32",
                         "-o", "st", "--device", "cpu"], cwd=tmp_path, capture_output=True, preexec_fn=limited,
-                       env={**os.environ, **TEST_ENV}, timeout=300)
+                       env=run_env(), timeout=300)
     err = r.stderr.decode()
     assert r.returncode == 1 and "Traceback" not in err, err
     assert [line for line in err.splitlines() if line.startswith("groc: error: ")] == err.splitlines()[-1:], err

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_ENV, default_signals
+from tests.conftest import default_signals, run_env
 from tests.test_outputs import leftovers, wait_for
 
 
@@ -52,7 +52,7 @@ def test_a_signal_to_the_process_group_ends_workers_quietly(big_text, tmp_path, 
     args = (["prepare", "--train", big_text, "--tokenize", "-o", out] if stage == "prepare"
             else ["tokenize", big_text, "-o", out]) + ["-j", "2", "--errors", "replace"]
     proc = subprocess.Popen([sys.executable, "-m", "groc_cli", *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV}, start_new_session=True,
+                            stderr=subprocess.PIPE, env=run_env(), start_new_session=True,
                             preexec_fn=default_signals)
     wait_for(lambda: len(_busy_children(proc.pid)) >= 2, "two busy workers", proc)
     workers = _busy_children(proc.pid)
@@ -68,7 +68,7 @@ def test_a_signal_to_the_process_group_ends_workers_quietly(big_text, tmp_path, 
 def test_a_reader_that_stops_early_is_a_normal_end(big_text, jobs):
     groc = f"{sys.executable} -m groc_cli tokenize {big_text} -j {jobs} --errors replace"
     result = subprocess.run(["bash", "-o", "pipefail", "-c", f"{groc} | head -n 5"], capture_output=True,
-                            env={**os.environ, **TEST_ENV}, timeout=120)
+                            env=run_env(), timeout=120)
     assert (result.returncode, result.stderr) == (0, b"")
     assert len(result.stdout.decode().splitlines()) == 5
 
@@ -79,7 +79,7 @@ def test_a_worker_killed_alone_is_one_line_not_a_hang(big_text, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "groc_cli", "tokenize", str(big_text), "-o", str(out), "-j", "2",
                              "--errors", "replace"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, **TEST_ENV}, start_new_session=True, preexec_fn=default_signals)
+                            env=run_env(), start_new_session=True, preexec_fn=default_signals)
     wait_for(lambda: len(_busy_children(proc.pid)) >= 2, "two busy workers", proc)
     workers = _busy_children(proc.pid)
     os.kill(workers[0], signal.SIGKILL)
@@ -95,7 +95,7 @@ def test_workers_end_when_groc_is_killed(big_text, tmp_path):
     # end and exit, rather than staying behind as orphans.
     proc = subprocess.Popen([sys.executable, "-m", "groc_cli", "tokenize", str(big_text), "-o", str(tmp_path / "out"),
                              "-j", "2", "--errors", "replace"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, **TEST_ENV}, start_new_session=True, preexec_fn=default_signals)
+                            env=run_env(), start_new_session=True, preexec_fn=default_signals)
     wait_for(lambda: len(_busy_children(proc.pid)) >= 2, "two busy workers", proc)
     workers = _busy_children(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, TEST_ENV, default_signals, run_groc
+from tests.conftest import REPO, default_signals, run_env, run_groc
 
 TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 # Long enough to be interrupted: early stopping never ends it.
@@ -47,7 +47,7 @@ def leftovers(directory: Path) -> list[str]:
 
 def start(*args) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "groc_cli", *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
+                            stderr=subprocess.PIPE, env=run_env(), preexec_fn=default_signals)
 
 
 def wait_for(check, what: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
@@ -168,7 +168,7 @@ def test_ctrl_c_where_python_cannot_raise_it_still_stops_the_run_with_130(work, 
     (tmp_path / "first_step.py").write_text(INTERRUPTED_AT_FIRST_STEP)
     r = subprocess.run([sys.executable, "-m", "first_step", where, "train", work / "data", "-o", run, *TINY,
                         "--max-epochs", "2"], capture_output=True, cwd=tmp_path, timeout=300,
-                       env={**os.environ, **TEST_ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"},
+                       env=run_env({"PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}),
                        preexec_fn=default_signals)
     err = r.stderr.decode()
     assert r.returncode == 130 and "nothing was trained" in err and "Exception ignored" not in err, err
@@ -190,7 +190,7 @@ def test_a_file_system_without_locks_is_written_with_one_warning(work, tmp_path)
     writer used to stop with `groc: error: Function not implemented` and leave its lock file."""
     def groc_without_locks(*args):
         return subprocess.run([sys.executable, "-c", NO_LOCKS, *map(str, args)], capture_output=True,
-                              env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
+                              env=run_env(), preexec_fn=default_signals)
 
     r = groc_without_locks("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split",
                            "4000,1000", "-o", tmp_path / "data")
@@ -217,7 +217,7 @@ def test_a_reader_of_stderr_that_goes_away_stops_the_stage_as_sigpipe_would(work
         command = " ".join([sys.executable, "-m", "groc_cli", "train", str(work / "data"), "-o", str(run), *TINY,
                             "--max-epochs", "3", "--log-every", "5", *extra])
         return subprocess.run(["bash", "-c", f"set -o pipefail; {command} 2>&1 | head -n 3"], capture_output=True,
-                              text=True, env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
+                              text=True, env=run_env(), preexec_fn=default_signals)
 
     r = piped(tmp_path / "early")  # before the first checkpoint: nothing to resume, as after Ctrl-C
     assert r.returncode == 141 and len(r.stdout.splitlines()) == 3, (r.returncode, r.stdout, r.stderr)
@@ -242,7 +242,7 @@ def test_a_second_writer_is_refused_in_one_line(work, tmp_path):
         # one here holds its lock while it waits for its input.
         out = tmp_path / "tokens.txt"
         first = subprocess.Popen([sys.executable, "-m", "groc_cli", "tokenize", "-", "-o", str(out)], stdin=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
+                                 stderr=subprocess.PIPE, env=run_env(), preexec_fn=default_signals)
         wait_for(lambda: (tmp_path / ".tokens.txt.lock").exists(), "the first writer's lock", first)
         second = run_groc("tokenize", "-", "-o", out, input=b"second\n")
         assert second.returncode == 2 and "another groc process" in one_error_line(second)
@@ -251,7 +251,7 @@ def test_a_second_writer_is_refused_in_one_line(work, tmp_path):
         # Two `groc prepare` into one -o: the second is refused, not silently replacing the first.
         data = tmp_path / "data"
         first = subprocess.Popen([sys.executable, "-m", "groc_cli", "prepare", "--train", "-", "-o", str(data)],
-                                 stdin=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
+                                 stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=run_env(), preexec_fn=default_signals)
         wait_for(lambda: (tmp_path / ".data.lock").exists(), "the first prepare's lock", first)
         second = run_groc("prepare", "--train", "-", "-o", data, input=b"the second corpus\n")
         assert second.returncode == 2 and "another groc process" in one_error_line(second)
@@ -390,7 +390,7 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(work, tmp_path):
                      "from groc_cli.cli import main; sys.exit(main(sys.argv[1:]))")
         r = subprocess.run([sys.executable, "-c", unchecked, "dump", str(work / "run"), str(work / "data"), "--split",
                             "train", "--dtype", "float32", "-o", str(disk / "states")], capture_output=True,
-                           env={**os.environ, **TEST_ENV})
+                           env=run_env())
         assert r.returncode == 1 and "no space left" in r.stderr.decode().splitlines()[-1], r.stderr.decode()
         assert list(disk.iterdir()) == []
         r = run_groc("train", work / "data", "-o", disk / "run", *TINY, "--emb", "64", "--hidden", "64", "--max-epochs", "1")
@@ -424,7 +424,7 @@ def test_a_disk_quota_met_is_one_line_that_says_quota_and_leaves_nothing(work, t
     device: pyarrow's and safetensors' wordings of it were a traceback or a bare library message."""
     def groc_over_quota(*args):
         return subprocess.run([sys.executable, "-c", QUOTA, *map(str, args)], capture_output=True,
-                              env={**os.environ, **TEST_ENV})
+                              env=run_env())
 
     def error_line(r) -> str:
         err = r.stderr.decode()

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from groc_cli.errors import GrocError
-from tests.conftest import TEST_ENV
+from tests.conftest import run_env
 from groc_cli.text.dataset import (SPLITS, build_vocabulary, count_splits, open_dataset, parse_budgets, prepare_dataset,
                                    read_vocab_words, split_by_budget)
 from groc_cli.text.io import TokenLines
@@ -201,7 +201,7 @@ def test_stdin_met_budgets_leave_the_writer_a_normal_end(tmp_path):
     # command writing into the pipe is not killed by SIGPIPE (a failure under pipefail).
     script = (f'seq 1 200000 | sed "s/$/ a b c/" | "{sys.executable}" -m groc_cli prepare --train - '
               f'--split 2K,1K -o "{tmp_path / "ds"}"')
-    r = subprocess.run(["bash", "-o", "pipefail", "-c", script], capture_output=True, env={**os.environ, **TEST_ENV})
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", script], capture_output=True, env=run_env())
     assert r.returncode == 0, r.stderr.decode()
     assert (tmp_path / "ds" / "manifest.json").exists()
 
@@ -272,7 +272,7 @@ def test_a_pipe_given_by_name_is_read_once_and_drained(data_dir, tmp_path):
 
     def shell(script: str):
         return subprocess.run(["bash", "-o", "pipefail", "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                              env={**os.environ, **TEST_ENV})
+                              env=run_env())
 
     made = {}
     for name, source in (("file", f'"{valid}"'), ("substituted", f'<(cat "{valid}")'),

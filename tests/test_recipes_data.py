@@ -15,7 +15,7 @@ import pytest
 from groc_cli.text.dataset import open_dataset
 from groc_cli.text.tokenizer import TokenizeOptions, tokenize_line
 
-from .conftest import REPO, TEST_ENV
+from .conftest import REPO, run_env
 
 SCRIPT = REPO / "recipes" / "data-crossdomain.sh"
 BUDGETS = {"train": 5000, "valid": 2000, "test": 5000}
@@ -34,8 +34,8 @@ def run_script(src: Path, out: Path, domains=DOMAINS, **env):
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     return subprocess.run(
         ["bash", str(SCRIPT)], capture_output=True, text=True,
-        env={**os.environ, **TEST_ENV, "PATH": path, "SRC": str(src), "OUT": str(out),
-             "TRAIN": "5K", "VALID": "2K", "TEST": "5K", "JOBS": "1", "DOMAINS": " ".join(domains), **env},
+        env=run_env({"PATH": path, "SRC": str(src), "OUT": str(out),
+                     "TRAIN": "5K", "VALID": "2K", "TEST": "5K", "JOBS": "1", "DOMAINS": " ".join(domains), **env}),
     )
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from groc_cli.evaluation.compare import compare
 from groc_cli.settings import toml_loads
-from tests.conftest import TEST_ENV
+from tests.conftest import TEST_ENV, run_env
 from tests.test_recipes_lib import REPO, recipe_env
 
 SCRIPT = REPO / "recipes" / "gpu-table2.sh"
@@ -206,7 +206,7 @@ def image_env(tmp_path: Path, **env) -> dict:
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     (bin_dir / "python3").chmod(0o755)
-    full = {**os.environ, **TEST_ENV, "PATH": f"{bin_dir}:/usr/bin:/bin", "RESULTS": str(tmp_path / "results"), **env}
+    full = run_env({"PATH": f"{bin_dir}:/usr/bin:/bin", "RESULTS": str(tmp_path / "results"), **env})
     full.pop("PYTHONPATH", None)
     return full
 

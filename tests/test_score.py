@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, TEST_ENV, run_groc
+from tests.conftest import REPO, run_env, run_groc
 
 TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 BOOKS = REPO / "groc_cli" / "data"
@@ -152,7 +152,7 @@ def test_output_streams_and_head_ends_it_normally(work):
     """`yes | groc score RUN | head -1`: a line comes out before the input ends, and a closed
     stdout is a normal end (exit 0, nothing on stderr)."""
     proc = subprocess.Popen([sys.executable, "-m", "groc_cli", "score", str(work / "tied"), "-"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV})
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=run_env())
     proc.stdin.write(b"the captain was here\n")
     proc.stdin.flush()
     assert proc.stdout.readline().startswith(b"ln_prob")
@@ -165,7 +165,7 @@ def test_output_streams_and_head_ends_it_normally(work):
     many = work / "many.txt"
     many.write_text("the captain was here\n" * 3000)
     shell = subprocess.run(["bash", "-o", "pipefail", "-c", f"{sys.executable} -m groc_cli score {work / 'tied'} - < {many} "
-                            "| head -1"], capture_output=True, env={**os.environ, **TEST_ENV})
+                            "| head -1"], capture_output=True, env=run_env())
     assert shell.returncode == 0 and shell.stdout.decode().startswith("ln_prob"), shell.stderr
 
 
@@ -302,7 +302,7 @@ def test_memory_is_bounded_by_settings_not_by_the_length_of_a_line(tmp_path):
              "sys.stderr.buffer.write(r.stderr); "
              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)")
     r = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "groc_cli", "score", str(tmp_path / "tied"),
-                        str(tmp_path / "long.txt")], capture_output=True, env={**os.environ, **TEST_ENV})
+                        str(tmp_path / "long.txt")], capture_output=True, env=run_env())
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     peak_kb = int(r.stderr.decode().strip().splitlines()[-1])
     assert peak_kb < 2_500_000, peak_kb

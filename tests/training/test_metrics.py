@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from groc_cli.commands._training_flags import StepProgress
-from tests.conftest import REPO, TEST_ENV, default_signals, run_groc
+from tests.conftest import REPO, default_signals, run_env, run_groc
 
 TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 COLUMNS = ["step", "epoch", "tokens", "loss", "objective", "lr", "grad_norm", "tokens_per_s", "seconds"]
@@ -35,7 +35,7 @@ def test_every_step_is_logged_and_a_killed_run_keeps_its_log(data, tmp_path):
     run = tmp_path / "run"
     args = ["train", data, "-o", run, *TINY, "--max-epochs", "1000", "--patience", "1000", "--checkpoint-every", "20"]
     proc = subprocess.Popen([sys.executable, "-m", "groc_cli", *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, **TEST_ENV}, preexec_fn=default_signals)
+                            stderr=subprocess.DEVNULL, env=run_env(), preexec_fn=default_signals)
     deadline = time.monotonic() + 120
     while not (run / "last" / "trainer.pt").exists():  # the log is written before each checkpoint
         assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint was written"
@@ -166,7 +166,7 @@ def test_tensorboard_without_the_package_is_refused_before_any_work(data, tmp_pa
             "from groc_cli.cli import main; sys.exit(main())")
     args = ["train", data, "-o", tmp_path / "run", *TINY, "--tensorboard", tmp_path / "tb"]
     got = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                         env={**os.environ, **TEST_ENV})
+                         env=run_env())
     assert got.returncode != 0 and "pip install 'groc-cli[tensorboard]'" in got.stderr
     assert len(got.stderr.strip().splitlines()) == 1, got.stderr
     assert not (tmp_path / "run").exists() and not (tmp_path / "tb").exists()
