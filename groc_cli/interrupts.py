@@ -30,6 +30,7 @@ _lock = threading.Lock()
 _active = False
 _hooked = sys.unraisablehook
 _catcher = None  # the code of the function that catches the interrupts (groc's main)
+_previous: dict = {}  # the handlers before `install`, for `uninstall`
 
 
 def install() -> None:
@@ -42,7 +43,10 @@ def install() -> None:
     _received.clear()
     _redelivering.clear()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(signum) is not signal.SIG_IGN:
+        previous = signal.getsignal(signum)
+        if previous is not signal.SIG_IGN:
+            if previous is not None and previous is not handler:
+                _previous[signum] = previous
             signal.signal(signum, handler)
     if sys.unraisablehook is not _unraisable:
         _hooked = sys.unraisablehook
@@ -52,11 +56,18 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """No signal is sent again after this: main has its exit status (the handlers stay, and
-    record nothing more)."""
+    """Main has its exit status: no signal is sent again, and the handlers from before `install`
+    are back (unless a signal sent again is still on its way: ours then lets it pass)."""
     global _active
+    if threading.current_thread() is not threading.main_thread():
+        return
     with _lock:
         _active = False
+    if not _redelivering:
+        for signum, previous in _previous.items():
+            if signal.getsignal(signum) is handler:
+                signal.signal(signum, previous)
+    _previous.clear()
     if sys.unraisablehook is _unraisable:
         sys.unraisablehook = _hooked
 
@@ -69,16 +80,15 @@ def received() -> BaseException | None:
 def handler(signum: int, frame) -> None:
     if not _active:
         return
-    if signum in _redelivering:
-        _redelivering.discard(signum)
-        exc = _received[-1] if _received else _exception(signum)
-    else:
-        exc = _exception(signum)
-        _received.append(exc)
-    if _in_string_code(frame):
+    again = signum in _redelivering
+    _redelivering.discard(signum)
+    if not again or not _received:
+        _received.append(_exception(signum))
+    where = _where(frame)
+    if where == "string":
         _deliver_later(signum)
-        return
-    raise exc
+    elif where == "main":
+        raise _received[-1]
 
 
 def _exception(signum: int) -> BaseException:
@@ -87,14 +97,18 @@ def _exception(signum: int) -> BaseException:
     return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
-def _in_string_code(frame) -> bool:
-    """Whether the interrupted code runs under exec or eval of a string (its file is "<string>")
-    called from within groc's main (a `python -c` that calls main is outside: main catches first)."""
-    while frame is not None and frame.f_code is not _catcher:
-        if frame.f_code.co_filename == "<string>":
-            return True
+def _where(frame) -> str:
+    """Where the interrupted code runs: "main", within groc's main, which catches the exception;
+    "string", under exec or eval of a string (its file is "<string>") within main (a `python -c`
+    that calls main is outside it); "outside": main has returned or is returning its exit status,
+    so there is nothing left to unwind."""
+    string = False
+    while frame is not None:
+        if frame.f_code is _catcher:
+            return "string" if string else "main"
+        string = string or frame.f_code.co_filename == "<string>"
         frame = frame.f_back
-    return False
+    return "outside"
 
 
 def _deliver_later(signum: int) -> None:

@@ -175,6 +175,14 @@ def test_ctrl_c_where_python_cannot_raise_it_still_stops_the_run_with_130(work, 
     assert not (run / "summary.json").exists() and leftovers(tmp_path) == []
 
 
+def test_main_called_in_process_gives_back_the_signal_handlers_it_took(capsys):
+    from groc_cli.cli import main
+
+    before = [signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.unraisablehook]
+    assert main(["--version"]) == 0 and capsys.readouterr().out.startswith("groc ")
+    assert [signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.unraisablehook] == before
+
+
 NO_LOCKS = """
 import errno, fcntl, os, runpy, sys
 def flock(fd, op):  # a file system without locks: Lustre mounted noflock
