@@ -63,11 +63,11 @@ def uninstall() -> None:
         return
     with _lock:
         _active = False
-    if not _redelivering:
+    if not _redelivering:  # else they stay kept, for the next uninstall
         for signum, previous in _previous.items():
             if signal.getsignal(signum) is handler:
                 signal.signal(signum, previous)
-    _previous.clear()
+        _previous.clear()
     if sys.unraisablehook is _unraisable:
         sys.unraisablehook = _hooked
 
