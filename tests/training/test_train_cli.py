@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.conftest import run_groc
+from tests.conftest import run_env, run_groc
 
 TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 
@@ -126,7 +126,7 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny, tmp_path):
 
     cut = tmp_path / "cut"
     cmd = [sys.executable, "-m", "groc_cli", "train", str(tiny / "a"), "-o", str(cut), *map(str, args)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **env})
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env(env))
     deadline = time.time() + 120
     trainer = cut / "last" / "trainer.pt"
     while time.time() < deadline and proc.poll() is None:
