@@ -244,5 +244,8 @@ def lease_resumes_the_window(tmp_path: Path, data_dir: Path, first: dict) -> Non
     assert rows["bilinear"]["test_ppl"] > 1
     log = (out / "lease.log").read_text()
     assert "MINUTES=1.7" in log and "collect" in log and "done in" in log
+    trains = [line for line in (out / "commands.log").read_text().splitlines() if line.startswith("+ groc train")]
+    assert all(line.split().count("--max-minutes") == 1 for line in trains)  # the first start's and the lease's
+    assert any(line.endswith("--max-minutes 1.7") or "--max-minutes 1.7 " in line for line in trains)
     assert sorted(p.name for p in (tmp_path / "image-bin").iterdir()) == ["python3"]  # shims: a folder of their own
     assert not list(scratch.glob("groc-lease.*"))  # and gone when the lease ends (one was left in TMPDIR a run)

@@ -36,7 +36,7 @@ case "$VERB" in
 esac
 SCALE=${SCALE:-paper}
 case "$SCALE" in paper|tiny) ;; *) echo "$NAME: SCALE must be paper or tiny, not '$SCALE'" >&2; exit 2 ;; esac
-MINUTES=${MINUTES:-20}  # checked with the other budgets in common.sh
+MINUTES=${MINUTES:-20}  # common.sh checks it and puts --max-minutes into BUDGET
 DATASET=${DATASET:-ptb}
 case "$DATASET" in ptb|wt2) ;; *) echo "$NAME: DATASET must be ptb or wt2, not '$DATASET'" >&2; exit 2 ;; esac
 JOBS=${JOBS:-2}
@@ -122,7 +122,7 @@ _run)
   dataset "$DATASET"
   settings "$DATASET" "$kind"
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$WORK/$DATASET.lexicon.parquet")
-  train "$(run_dir "$kind")" "$WORK/$DATASET" "${settings[@]}" "${BUDGET[@]}" --max-minutes "$MINUTES" "${DEVICE[@]}" \
+  train "$(run_dir "$kind")" "$WORK/$DATASET" "${settings[@]}" "${BUDGET[@]}" "${DEVICE[@]}" \
     "${extra[@]}"
   ;;
 status)
