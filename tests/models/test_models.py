@@ -178,6 +178,29 @@ def test_chunked_composition_equals_unchunked(kind):
         torch.testing.assert_close(chunked.log_probs(h), full.log_probs(h), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("cutoffs", [[4, 9], [4, 14]])  # the second leaves the last bin empty
+def test_adaptive_loss_without_host_syncs_equals_the_cpu_path(monkeypatch, cutoffs):
+    """On a GPU the adaptive loss takes every row through each tail bin instead of selecting the bin's rows
+    (which waits for the device); forced here on the CPU, its losses and every gradient match the CPU path."""
+    from groc_cli.models import adaptive
+
+    results = []
+    for dense in (False, True):
+        monkeypatch.setattr(adaptive, "sync_free", lambda device, dense=dense: dense)
+        model = make("adaptive", cutoffs=cutoffs, dropout=0.0, out_dropout=0.0)
+        ids, targets = torch.randint(0, len(VOCAB), (7, 3)), torch.arange(21).remainder(len(VOCAB)).view(7, 3)
+        hidden, _ = model(ids, model.init_state(3), composed := model.compose())
+        nll = composed.nll(hidden.reshape(-1, hidden.size(-1)), targets.reshape(-1))
+        nll.sum().backward()
+        results.append((nll.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (nll_a, grads_a), (nll_b, grads_b) = results
+    torch.testing.assert_close(nll_b, nll_a, rtol=1e-6, atol=1e-6)
+    assert grads_a.keys() == grads_b.keys()
+    assert (model.output_layer.bounds[-2] == model.output_layer.bounds[-1]) == (cutoffs[-1] == len(VOCAB))
+    for name in grads_a:
+        torch.testing.assert_close(grads_b[name], grads_a[name], rtol=1e-5, atol=1e-7, msg=name)
+
+
 def test_update_prob_zero_freezes_output_only_parameters():
     model = make("groc", update_prob=0.0)
     layer = model.output_layer
