@@ -76,7 +76,10 @@ gpu_check() {
       "the GPU (a CPU build, or a driver too old for its CUDA); install a CUDA build (recipes/setup.sh)" >&2
     exit 2
   fi
-  GPU=$(echo "$gpu" | head -n 1)
+  # "NVIDIA H200, 0 MiB, 143771 MiB, 580.159.04" as "NVIDIA H200 (143771 MiB, driver 580.159.04; 0 MiB in use)"
+  local name used total driver
+  IFS=, read -r name used total driver <<< "$(echo "$gpu" | head -n 1)"
+  GPU="$name (${total# }, driver ${driver# };${used} in use)"
 }
 
 case "$VERB" in
