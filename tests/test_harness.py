@@ -65,3 +65,45 @@ def test_a_timeout_kills_the_forked_groc_as_subprocess_run_does(tmp_path, monkey
         assert time.monotonic() - start < 20
     monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON")
     assert run_groc("tokenize", input=b"and then it runs again\n").stdout == b"and then it runs again\n"
+
+
+def _leave_as_a_forked_run(code, out_fd: int, marks) -> None:
+    """In a forked child: what a groc run might leave pending at its end, then zygote._exit(code)."""
+    import atexit
+    import io
+    import sys
+    import threading
+
+    from tests import zygote
+
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd, 2)
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "wb", closefd=False)), encoding="utf-8")
+    sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "wb", closefd=False)), encoding="utf-8")
+    sys.stdout.write("a result not yet flushed\n")
+    atexit.register(marks["atexit"].write_text, "ran")
+    threading.Thread(target=lambda: (time.sleep(0.3), marks["thread"].write_text("joined"))).start()
+    zygote._exit(code)
+
+
+@pytest.mark.parametrize("code, status, message", [(0, 0, ""), (None, 0, ""), (3, 3, ""), (256 + 7, 7, ""),
+                                                   ("groc: stopped", 1, "groc: stopped\n")])
+def test_a_forked_run_ends_as_the_interpreter_would_without_its_teardown(tmp_path, code, status, message):
+    """tests/zygote.py's _exit: the non-daemon threads joined, the atexit handlers run, stdout flushed, a
+    SystemExit message printed, and the status the interpreter gives that SystemExit code."""
+    marks = {"atexit": tmp_path / "atexit", "thread": tmp_path / "thread"}
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            _leave_as_a_forked_run(code, write_end, marks)
+        finally:
+            os._exit(99)  # never reached unless _exit returned or raised
+    os.close(write_end)
+    with open(read_end, "rb") as f:
+        output = f.read().decode()
+    _, wait_status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(wait_status) == status
+    assert sorted(output.splitlines(keepends=True)) == sorted([*([message] if message else []), "a result not yet flushed\n"])
+    assert marks["atexit"].read_text() == "ran" and marks["thread"].read_text() == "joined"
