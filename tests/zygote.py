@@ -79,11 +79,12 @@ def _run_in_child(request: dict, fds: list[int]) -> None:
     given = request["env"].get("OMP_NUM_THREADS")
     torch.set_num_threads(int(given) if given else len(os.sched_getaffinity(0)))
     sys.argv = ["groc", *request["args"]]
+    code = 0
     try:
         runpy.run_module("groc_cli", run_name="__main__", alter_sys=True)
     except SystemExit as exc:
-        _exit(exc.code)
-    _exit(0)
+        code = exc.code
+    _exit(code)  # outside the except clause: the handlers run with no exception being handled, as at exit
 
 
 def _exit(code) -> None:
