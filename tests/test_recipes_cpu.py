@@ -184,8 +184,8 @@ def test_table2_cpu_rows_with_records_outlive_the_work_folder(tmp_path):
 
 
 def test_table2_cpu_two_processes_with_one_queue_from_both_ends_train_each_row_once(tmp_path):
-    """docs/reproduction.md runs the queue from both ends once GroC is done: each row trains and is
-    evaluated once, by whichever process reaches it first; the other waits for it and skips it."""
+    """docs/reproduction.md runs the table queue from both ends in two processes: each row trains and
+    is evaluated once, by whichever process reaches it first; the other waits for it and skips it."""
     (tmp_path / "ptb").mkdir()
     env = recipe_env(tmp_path, CALLS=str(tmp_path / "calls"), TRAIN_SECONDS="1")
     procs = [subprocess.Popen(["bash", "-c", FAKE + f"bash {REPO}/recipes/table2-cpu.sh"], env={**env, "KINDS": kinds},
