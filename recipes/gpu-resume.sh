@@ -68,9 +68,9 @@ if [ "$VERB" = pack ]; then
     i=$((i + 1)); abs=$(cd "$run" && pwd)
     cp -rp "$abs" "$tmp/runs/$i"
     rm -f "$tmp/runs/$i"/.*.lock
-    [ "$(checkpoint_sum "$abs")" = "$(checkpoint_sum "$tmp/runs/$i")" ] \
-      || die "$run changed while it was copied: stop its training first"
-    printf '%s\t%s\t%s\n' "$i" "$abs" "$(checkpoint_sum "$abs")" >> "$tmp/manifest.tsv"
+    sum=$(checkpoint_sum "$abs")
+    [ "$sum" = "$(checkpoint_sum "$tmp/runs/$i")" ] || die "$run changed while it was copied: stop its training first"
+    printf '%s\t%s\t%s\n' "$i" "$abs" "$sum" >> "$tmp/manifest.tsv"
   done
   tracked=$(cd "$ROOT" && { git ls-files -z 2>/dev/null || true; } | du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1 || true)
   total=$(awk "BEGIN { printf \"%.1f\", $(du -sb "$tmp" | cut -f1) / 1048576 + ${tracked:-0} / 1048576 }")
