@@ -19,6 +19,7 @@
 set -euo pipefail
 NAME=gpu-lease
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/recipes/lib/lease.sh"
 usage="usage: bash recipes/gpu-lease.sh pack | run DIR"
 VERB=${1:-}
 case "$VERB" in
@@ -29,13 +30,9 @@ esac
 DATASET=${DATASET:-ptb}
 case "$DATASET" in ptb) CORPUS=ptb ;; wt2) CORPUS=wikitext-2 ;;
   *) echo "$NAME: DATASET must be ptb or wt2, not '$DATASET'" >&2; exit 2 ;; esac
-SECONDS_LEFT=${SECONDS_LEFT:-540} RESERVE=${RESERVE:-150}
-for v in SECONDS_LEFT RESERVE; do
-  [[ "${!v}" =~ ^[0-9]+$ ]] || { echo "$NAME: $v must be a whole number of seconds, not '${!v}'" >&2; exit 2; }
-done
+lease_seconds 150
 if [ -z "${MINUTES:-}" ]; then
-  [ "$SECONDS_LEFT" -gt $((RESERVE + 60)) ] || {
-    echo "$NAME: SECONDS_LEFT=$SECONDS_LEFT leaves no minute of training after RESERVE=$RESERVE" >&2; exit 2; }
+  lease_leaves 60 "no minute of training"
   MINUTES=$(awk "BEGIN { printf \"%.1f\", ($SECONDS_LEFT - $RESERVE) / 60 }")
 fi
 export DATASET MINUTES
@@ -62,9 +59,7 @@ fi
 
 # run
 DIR=$2
-if [ -e "$DIR" ] && { [ ! -d "$DIR" ] || [ -n "$(ls -A "$DIR")" ]; }; then
-  echo "$NAME: $DIR is not an empty directory; run writes into an empty or new one" >&2; exit 2
-fi
+lease_empty_dir "$DIR"
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 begun=$(date +%s)
@@ -72,9 +67,8 @@ deadline=$((begun + SECONDS_LEFT - RESERVE + 60))  # the runs' MINUTES, and a mi
 exec > >(tee -a "$DIR/lease.log") 2>&1
 cd "$ROOT"
 echo "# $(date -u +%FT%TZ) $NAME run: DATASET=$DATASET MINUTES=$MINUTES SECONDS_LEFT=$SECONDS_LEFT RESERVE=$RESERVE"
-command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-PY=$(command -v python3 || command -v python || true)
-[ -n "$PY" ] || { echo "$NAME: no python3 on PATH" >&2; exit 2; }
+lease_gpu
+lease_python
 "$PY" -c 'import torch' 2> /dev/null || { echo "$NAME: $PY has no torch (the lent image's python3 has it)" >&2; exit 2; }
 if ! command -v groc > /dev/null || ! command -v python > /dev/null; then
   SHIMS=$(mktemp -d "${TMPDIR:-/tmp}/groc-lease.XXXXXX")

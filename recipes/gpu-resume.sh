@@ -19,6 +19,7 @@
 set -euo pipefail
 NAME=gpu-resume
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/recipes/lib/lease.sh"
 PACK=${GPU_RESUME_PACK:-$ROOT/.gpu-resume}  # the pack; tests set another
 PART=15m
 usage="usage: bash recipes/gpu-resume.sh pack DATASET RUN... | run DIR | unpack DIR"
@@ -93,23 +94,18 @@ fi
 DIR=$2
 if [ "$VERB" = run ]; then
   [ -f "$PACK/manifest.tsv" ] || die "nothing packed: no manifest.tsv in $PACK (bash recipes/gpu-resume.sh pack first)"
-  if [ -e "$DIR" ] && { [ ! -d "$DIR" ] || [ -n "$(ls -A "$DIR")" ]; }; then
-    die "$DIR is not an empty directory; run writes into an empty or new one"
-  fi
-  SECONDS_LEFT=${SECONDS_LEFT:-540} RESERVE=${RESERVE:-30} DEVICE=${DEVICE:-cuda}
-  for v in SECONDS_LEFT RESERVE; do
-    [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v must be a whole number of seconds, not '${!v}'"
-  done
-  [ "$SECONDS_LEFT" -gt $((RESERVE + 10)) ] || die "SECONDS_LEFT=$SECONDS_LEFT leaves no time to train after RESERVE=$RESERVE"
-  PY=$(command -v python3 || command -v python || true)
-  [ -n "$PY" ] || die "no python3 on PATH"
+  lease_empty_dir "$DIR"
+  lease_seconds 30
+  lease_leaves 10 "no time to train"
+  DEVICE=${DEVICE:-cuda}
+  lease_python
   case $DEVICE in cuda*) PYTHONPATH="$PACK/code" "$PY" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' \
     || die "DEVICE=$DEVICE, but this torch sees no CUDA device (DEVICE=cpu for a dry run)" ;; esac
   mkdir -p "$DIR"; DIR=$(cd "$DIR" && pwd)
   begun=$(date +%s)
   exec > >(tee -a "$DIR/gpu-resume.log") 2>&1
   echo "# $(date -u +%FT%TZ) $NAME run: DEVICE=$DEVICE SECONDS_LEFT=$SECONDS_LEFT RESERVE=$RESERVE TRAIN_ARGS=${TRAIN_ARGS:-}"
-  command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+  lease_gpu
   export PYTHONPATH="$PACK/code${PYTHONPATH:+:$PYTHONPATH}"
   "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())'
   limit=$((SECONDS_LEFT - RESERVE - ($(date +%s) - begun)))
