@@ -23,13 +23,13 @@ source "$ROOT/recipes/lib/lease.sh"
 usage="usage: bash recipes/gpu-lease.sh pack | run DIR"
 VERB=${1:-}
 case "$VERB" in
-  pack) [ $# = 1 ] || { echo "$NAME: pack takes no arguments; $usage" >&2; exit 2; } ;;
-  run) [ $# = 2 ] && [ -n "$2" ] || { echo "$NAME: run needs one directory for the results; $usage" >&2; exit 2; } ;;
-  *) echo "$NAME: unknown verb '$VERB'; $usage" >&2; exit 2 ;;
+  pack) [ $# = 1 ] || die "pack takes no arguments; $usage" ;;
+  run) [ $# = 2 ] && [ -n "$2" ] || die "run needs one directory for the results; $usage" ;;
+  *) die "unknown verb '$VERB'; $usage" ;;
 esac
 DATASET=${DATASET:-ptb}
 case "$DATASET" in ptb) CORPUS=ptb ;; wt2) CORPUS=wikitext-2 ;;
-  *) echo "$NAME: DATASET must be ptb or wt2, not '$DATASET'" >&2; exit 2 ;; esac
+  *) die "DATASET must be ptb or wt2, not '$DATASET'" ;; esac
 lease_seconds 150
 if [ -z "${MINUTES:-}" ]; then
   lease_leaves 60 "no minute of training"
@@ -39,9 +39,9 @@ export DATASET MINUTES
 
 if [ "$VERB" = pack ]; then
   cd "$ROOT"
-  command -v groc > /dev/null || { echo "$NAME: groc is not on PATH (bash recipes/setup.sh, then . .venv/bin/activate)" >&2; exit 2; }
+  command -v groc > /dev/null || die "groc is not on PATH (bash recipes/setup.sh, then . .venv/bin/activate)"
   SRC=${DATA:-../shared/data}
-  [ -d "$SRC/$CORPUS" ] || { echo "$NAME: DATA=$SRC has no $CORPUS folder (see ../shared/data/README.md)" >&2; exit 2; }
+  [ -d "$SRC/$CORPUS" ] || die "DATA=$SRC has no $CORPUS folder (see ../shared/data/README.md)"
   DATA=$SRC SCALE=paper bash recipes/gpu-table2.sh prepare
   mkdir -p .data .whl
   rm -rf ".data/$CORPUS" && cp -r "$SRC/$CORPUS" ".data/$CORPUS"
@@ -69,7 +69,7 @@ cd "$ROOT"
 echo "# $(date -u +%FT%TZ) $NAME run: DATASET=$DATASET MINUTES=$MINUTES SECONDS_LEFT=$SECONDS_LEFT RESERVE=$RESERVE"
 lease_gpu
 lease_python
-"$PY" -c 'import torch' 2> /dev/null || { echo "$NAME: $PY has no torch (the lent image's python3 has it)" >&2; exit 2; }
+"$PY" -c 'import torch' 2> /dev/null || die "$PY has no torch (the lent image's python3 has it)"
 if ! command -v groc > /dev/null || ! command -v python > /dev/null; then
   SHIMS=$(mktemp -d "${TMPDIR:-/tmp}/groc-lease.XXXXXX")
   trap 'rm -rf "$SHIMS"' EXIT  # the runs it started have ended (or been stopped) by the time this script does

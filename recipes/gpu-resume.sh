@@ -23,7 +23,6 @@ source "$ROOT/recipes/lib/lease.sh"
 PACK=${GPU_RESUME_PACK:-$ROOT/.gpu-resume}  # the pack; tests set another
 PART=15m
 usage="usage: bash recipes/gpu-resume.sh pack DATASET RUN... | run DIR | unpack DIR"
-die() { echo "$NAME: $*" >&2; exit 2; }
 VERB=${1:-}
 case "$VERB" in
   pack) [ $# -ge 3 ] || die "pack needs a dataset and at least one run; $usage" ;;

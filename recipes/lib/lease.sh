@@ -1,6 +1,8 @@
 # Shared by recipes/gpu-lease.sh and recipes/gpu-resume.sh: the checks that a lent GPU window's one
 # device command makes before it starts anything. Source it after setting NAME; each check prints one
-# line, "NAME: ...", and exits 2.
+# line, "NAME: ...", and exits 2 (die, which the recipes use for their own checks too).
+
+die() { echo "$NAME: $*" >&2; exit 2; }
 
 # lease_seconds RESERVE_DEFAULT: SECONDS_LEFT (default 540: what a 10-minute command leaves after the
 # machine's start) and RESERVE (default RESERVE_DEFAULT), each a whole number of seconds.
@@ -8,27 +10,26 @@ lease_seconds() {
   SECONDS_LEFT=${SECONDS_LEFT:-540} RESERVE=${RESERVE:-$1}
   local v
   for v in SECONDS_LEFT RESERVE; do
-    [[ "${!v}" =~ ^[0-9]+$ ]] || { echo "$NAME: $v must be a whole number of seconds, not '${!v}'" >&2; exit 2; }
+    [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v must be a whole number of seconds, not '${!v}'"
   done
 }
 
 # lease_leaves SECONDS WHAT: SECONDS_LEFT leaves more than SECONDS after RESERVE (WHAT names them).
 lease_leaves() {
-  [ "$SECONDS_LEFT" -gt $((RESERVE + $1)) ] || {
-    echo "$NAME: SECONDS_LEFT=$SECONDS_LEFT leaves $2 after RESERVE=$RESERVE" >&2; exit 2; }
+  [ "$SECONDS_LEFT" -gt $((RESERVE + $1)) ] || die "SECONDS_LEFT=$SECONDS_LEFT leaves $2 after RESERVE=$RESERVE"
 }
 
 # lease_empty_dir DIR: DIR is new or an empty directory (the command writes only what it brings back).
 lease_empty_dir() {
   if [ -e "$1" ] && { [ ! -d "$1" ] || [ -n "$(ls -A "$1")" ]; }; then
-    echo "$NAME: $1 is not an empty directory; run writes into an empty or new one" >&2; exit 2
+    die "$1 is not an empty directory; run writes into an empty or new one"
   fi
 }
 
 # lease_python: PY, the lent image's python3 (or python) on PATH.
 lease_python() {
   PY=$(command -v python3 || command -v python || true)
-  [ -n "$PY" ] || { echo "$NAME: no python3 on PATH" >&2; exit 2; }
+  [ -n "$PY" ] || die "no python3 on PATH"
 }
 
 # lease_gpu: the GPU's name, driver and memory into the log, where nvidia-smi is.
