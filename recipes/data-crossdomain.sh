@@ -51,7 +51,7 @@ NAME=data-crossdomain.sh
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [ -d "$ROOT/.venv/bin" ] && export PATH="$ROOT/.venv/bin:$PATH"
 
-die() { echo "$NAME: $*" >&2; exit 2; }
+source "$ROOT/recipes/lib/die.sh"
 
 [ -n "${SRC:-}" ] || die "set SRC to the directory with the downloaded files (see the top of this script)"
 OUT=${OUT:-$ROOT/results/work/crossdomain}

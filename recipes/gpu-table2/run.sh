@@ -22,23 +22,24 @@
 set -euo pipefail
 NAME=gpu-table2
 SELF=$(realpath "$0")
+source "$(dirname "$SELF")/../lib/die.sh"
 VERB=${1:-}
 usage="usage: bash recipes/gpu-table2.sh start|status|wait [MINUTES]|stop|collect DIR|unpack DIR OUT|prepare"
 case "$VERB" in
-  start|prepare) [ $# = 1 ] || { echo "$NAME: $VERB takes no arguments; $usage" >&2; exit 2; } ;;
-  status|stop) [ $# = 1 ] || { echo "$NAME: $VERB takes no arguments; $usage" >&2; exit 2; } ;;
+  start|prepare) [ $# = 1 ] || die "$VERB takes no arguments; $usage" ;;
+  status|stop) [ $# = 1 ] || die "$VERB takes no arguments; $usage" ;;
   wait) [ $# -le 2 ] && [[ "${2:-1}" =~ ^[0-9]+(\.[0-9]+)?$ ]] \
-          || { echo "$NAME: wait takes one number of minutes, not '${*:2}'; $usage" >&2; exit 2; } ;;
-  collect) [ $# = 2 ] && [ -n "$2" ] || { echo "$NAME: collect needs one directory; $usage" >&2; exit 2; } ;;
-  unpack) [ $# = 3 ] || { echo "$NAME: unpack needs the collected DIR and an OUT directory; $usage" >&2; exit 2; } ;;
+          || die "wait takes one number of minutes, not '${*:2}'; $usage" ;;
+  collect) [ $# = 2 ] && [ -n "$2" ] || die "collect needs one directory; $usage" ;;
+  unpack) [ $# = 3 ] || die "unpack needs the collected DIR and an OUT directory; $usage" ;;
   _run) ;;  # one run, in its own session (started by start)
-  *) echo "$NAME: unknown verb '$VERB'; $usage" >&2; exit 2 ;;
+  *) die "unknown verb '$VERB'; $usage" ;;
 esac
 SCALE=${SCALE:-paper}
-case "$SCALE" in paper|tiny) ;; *) echo "$NAME: SCALE must be paper or tiny, not '$SCALE'" >&2; exit 2 ;; esac
+case "$SCALE" in paper|tiny) ;; *) die "SCALE must be paper or tiny, not '$SCALE'" ;; esac
 MINUTES=${MINUTES:-20}  # common.sh checks it and puts --max-minutes into BUDGET
 DATASET=${DATASET:-ptb}
-case "$DATASET" in ptb|wt2) ;; *) echo "$NAME: DATASET must be ptb or wt2, not '$DATASET'" >&2; exit 2 ;; esac
+case "$DATASET" in ptb|wt2) ;; *) die "DATASET must be ptb or wt2, not '$DATASET'" ;; esac
 JOBS=${JOBS:-2}
 # status and wait only read: they leave commands.log alone.
 case "$VERB" in status|wait|stop|unpack) LOG=/dev/null ;; esac
@@ -51,7 +52,7 @@ window() { python "$ROOT/recipes/lib/window.py" "$@"; }
 run_dir() { echo "$WORK/runs/$SCALE/$DATASET-$1"; }
 # live: whether a process of the window runs (each holds window.lock, taken by start).
 live() { [ -e "$STATE/window.lock" ] && ! flock -n "$STATE/window.lock" true; }
-started() { [ -f "$STATE/start.json" ] || { echo "$NAME: nothing was started in $STATE (run start first)" >&2; exit 2; }; }
+started() { [ -f "$STATE/start.json" ] || die "nothing was started in $STATE (run start first)"; }
 
 # gpu_check: one clear line and a non-zero exit where the GPU is absent, unusable or busy.
 gpu_check() {
@@ -197,7 +198,7 @@ collect)
   ;;
 unpack)
   [ -f "$2/per-token.parquet" ] && [ -f "$2/runs.json" ] \
-    || { echo "$NAME: $2 is not a directory written by collect (no per-token.parquet or runs.json)" >&2; exit 2; }
+    || die "$2 is not a directory written by collect (no per-token.parquet or runs.json)"
   window unpack --bundle "$2" --out "$3"
   ;;
 esac

@@ -14,6 +14,7 @@
 # Every stage writes its output atomically (or, for training, resumably), so a re-run skips
 # what is complete and an interrupted recipe continues where it stopped.
 # The step helpers (step, capture, train, finetune, report) are in steps.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/die.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 DATA=${DATA:-../shared/data}
 # groc's output layers in the paper's Table 2 order, declared once for the scripts and the tables
@@ -25,11 +26,11 @@ WORK=${GROC_WORK:-$RESULTS/work}
 case "$SCALE" in
   small|paper) ;;
   tiny) case $WORK in */tiny) ;; *) WORK=$WORK/tiny ;; esac ;;  # its datasets are slices: never the full ones
-  *) echo "$NAME: SCALE must be small, paper or tiny, not '$SCALE'" >&2; exit 2 ;;
+  *) die "SCALE must be small, paper or tiny, not '$SCALE'" ;;
 esac
 REUTERS_MIN_COUNT=${REUTERS_MIN_COUNT:-2}  # the Reuters source domain's --min-count (see reuters() below)
 counts REUTERS_MIN_COUNT
-[ -d "$DATA" ] || { echo "$NAME: DATA=$DATA is not a directory (see ../shared/data/README.md)" >&2; exit 2; }
+[ -d "$DATA" ] || die "DATA=$DATA is not a directory (see ../shared/data/README.md)"
 OUT=$RESULTS/$NAME
 # The folders and the log that this run makes here are removed again when it ends without having run a
 # command (say, a recipe that refuses one of its own settings), so that a refused run leaves nothing
@@ -57,7 +58,7 @@ trap _unmake EXIT
 # The budgets' settings, checked before any work (a bad one failed each training after the data steps).
 for _v in TOKENS EPOCHS; do [ -z "${!_v:-}" ] || counts "$_v"; done
 [ -z "${MINUTES:-}" ] || { [[ "$MINUTES" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk "BEGIN { exit !($MINUTES > 0) }"; } \
-  || { echo "$NAME: MINUTES must be a positive number of minutes, not '$MINUTES'" >&2; exit 2; }
+  || die "MINUTES must be a positive number of minutes, not '$MINUTES'"
 # The model and budget per scale. small: one configuration for every output layer, bounded by
 # tokens (about 10 minutes for GroC on PTB on 2 CPU cores). paper: appendix B.1 (2 x 1024 LSTM,
 # dropout 0.65, Adam 1e-3, batch 20, BPTT 35, clip 0.1, early stopping) for a GPU; the recipes that
@@ -112,7 +113,7 @@ dataset() {
   case $1 in
     ptb) ptb; [ "$SCALE" = paper ] && emb=(--emb 300) ;;
     wt2) wikitext2; [ "$SCALE" = paper ] && emb=(--emb 256) ;;
-    *) echo "$NAME: unknown dataset $1 (ptb, wt2)" >&2; exit 2 ;;
+    *) die "unknown dataset $1 (ptb, wt2)" ;;
   esac
   return 0
 }
@@ -149,7 +150,7 @@ select_kinds() {
   KINDS=${KINDS:-$ALL_KINDS}
   local kind
   for kind in $KINDS; do
-    case " $ALL_KINDS " in *" $kind "*) ;; *) echo "$NAME: KINDS takes $ALL_KINDS, not '$kind'" >&2; exit 2 ;; esac
+    case " $ALL_KINDS " in *" $kind "*) ;; *) die "KINDS takes $ALL_KINDS, not '$kind'" ;; esac
   done
 }
 # stop_if_some_kinds: after the stages of a KINDS subset, say how to get the table and stop.

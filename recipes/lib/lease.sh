@@ -1,8 +1,8 @@
 # Shared by recipes/gpu-lease.sh and recipes/gpu-resume.sh: the checks that a lent GPU window's one
 # device command makes before it starts anything. Source it after setting NAME; each check prints one
-# line, "NAME: ...", and exits 2 (die, which the recipes use for their own checks too).
+# line, "NAME: ...", and exits 2 (die.sh's die, which the recipes use for their own checks too).
 
-die() { echo "$NAME: $*" >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/die.sh"
 
 # lease_seconds RESERVE_DEFAULT: SECONDS_LEFT (default 540: what a 10-minute command leaves after the
 # machine's start) and RESERVE (default RESERVE_DEFAULT), each a whole number of seconds.
