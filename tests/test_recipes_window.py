@@ -84,6 +84,8 @@ def test_bad_arguments_and_no_usable_gpu_stop_before_any_work(tmp_path):
     for r_line in r.stderr.strip().splitlines():
         assert r_line.startswith("gpu-table2: ")
     assert not (tmp_path / "results" / "work" / "ptb").exists()  # no dataset was prepared
+    # and no window: a refused start leaves no state folder (a later status would call it started)
+    assert not list(tmp_path.rglob("window.lock")) and not list(tmp_path.rglob("paper-ptb"))
 
 
 def wait_for(predicate, what: str, seconds: float = 300):

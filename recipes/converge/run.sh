@@ -39,7 +39,7 @@ MODELS=${MODELS:-tied groc groc-uniform}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 for m in $MODELS; do
   case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn|groc-sparse) ;;
-    *) echo "$NAME: MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn groc-sparse, not '$m'" >&2; exit 2 ;; esac
+    *) die "MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn groc-sparse, not '$m'" ;; esac
 done
 counts JOBS MINUTES EPOCHS TEST_LINES
 mkdir -p "$OUT"

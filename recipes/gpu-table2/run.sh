@@ -57,14 +57,12 @@ started() { [ -f "$STATE/start.json" ] || die "nothing was started in $STATE (ru
 # gpu_check: one clear line and a non-zero exit where the GPU is absent, unusable or busy.
 gpu_check() {
   if ! command -v nvidia-smi > /dev/null; then
-    echo "$NAME: no NVIDIA GPU here: nvidia-smi is not on PATH (SCALE=paper needs one; SCALE=tiny is the CPU dry run)" >&2
-    exit 2
+    die "no NVIDIA GPU here: nvidia-smi is not on PATH (SCALE=paper needs one; SCALE=tiny is the CPU dry run)"
   fi
   local gpu busy
   if ! gpu=$(nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader 2>&1) \
       || [ -z "$gpu" ]; then
-    echo "$NAME: nvidia-smi finds no usable GPU: $(echo "$gpu" | head -n 1)" >&2
-    exit 2
+    die "nvidia-smi finds no usable GPU: $(echo "$gpu" | head -n 1)"
   fi
   busy=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null | grep . || true)
   if [ -n "$busy" ] && [ "${BUSY_OK:-0}" != 1 ]; then
@@ -73,9 +71,8 @@ gpu_check() {
     exit 3
   fi
   if ! python -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    echo "$NAME: this Python's torch ($(python -c 'import torch; print(torch.__version__)' 2>&1 | tail -n 1)) cannot use" \
-      "the GPU (a CPU build, or a driver too old for its CUDA); install a CUDA build (recipes/setup.sh)" >&2
-    exit 2
+    die "this Python's torch ($(python -c 'import torch; print(torch.__version__)' 2>&1 | tail -n 1)) cannot use" \
+      "the GPU (a CPU build, or a driver too old for its CUDA); install a CUDA build (recipes/setup.sh)"
   fi
   # "NVIDIA H200, 0 MiB, 143771 MiB, 580.159.04" as "NVIDIA H200 (143771 MiB, driver 580.159.04; 0 MiB in use)"
   local name used total driver
@@ -88,6 +85,12 @@ prepare)
   dataset "$DATASET"
   ;;
 start)
+  if [ ! -e "$STATE" ]; then
+    # A refused start (no usable GPU, no data) leaves no window behind: its lock goes, and common.sh's
+    # _unmake takes the folder with the others it made.
+    _MADE+=("$STATE")
+    trap '[ -f "$STATE/start.json" ] || rm -f "$STATE/window.lock"; _unmake' EXIT
+  fi
   mkdir -p "$STATE"
   exec 8>> "$STATE/window.lock"
   held=0; flock -n 8 2>/dev/null || held=$?
@@ -96,9 +99,8 @@ start)
       "ends them" >&2
     exit 3
   elif [ "$held" != 0 ]; then
-    echo "$NAME: the file system of $STATE has no file locks (flock: status $held), which this recipe needs to follow" \
-      "its runs; set GROC_WORK to a folder on a local disk" >&2
-    exit 2
+    die "the file system of $STATE has no file locks (flock: status $held), which this recipe needs to follow" \
+      "its runs; set GROC_WORK to a folder on a local disk"
   fi
   GPU="CPU (SCALE=tiny)"; [ "$SCALE" = paper ] && gpu_check
   dataset "$DATASET"
@@ -162,8 +164,7 @@ collect)
     exit 3
   fi
   if [ -e "$dir" ] && { [ ! -d "$dir" ] || [ -n "$(ls -A "$dir")" ]; }; then
-    echo "$NAME: $dir is not an empty directory; collect writes into an empty or new one" >&2
-    exit 2
+    die "$dir is not an empty directory; collect writes into an empty or new one"
   fi
   dataset "$DATASET"
   mkdir -p "$STATE/evals"

@@ -14,7 +14,6 @@
 # Every stage writes its output atomically (or, for training, resumably), so a re-run skips
 # what is complete and an interrupted recipe continues where it stopped.
 # The step helpers (step, capture, train, finetune, report) are in steps.sh.
-source "$(dirname "${BASH_SOURCE[0]}")/die.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 DATA=${DATA:-../shared/data}
 # groc's output layers in the paper's Table 2 order, declared once for the scripts and the tables

@@ -7,6 +7,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 [ -d .venv/bin ] && export PATH="$ROOT/.venv/bin:$PATH"
+source "$ROOT/recipes/lib/die.sh"
 
 # counts [--or-zero] VAR...: each named setting must be a whole number of at least 1 (with --or-zero, at
 # least 0); otherwise one line naming it and exit 2, before any work. (JOBS=0 used to start rows one at
@@ -15,7 +16,7 @@ counts() {
   local least=1 v pattern='^[1-9][0-9]*$'
   [ "${1-}" = --or-zero ] && { least=0; pattern='^(0|[1-9][0-9]*)$'; shift; }
   for v in "$@"; do
-    [[ "${!v-}" =~ $pattern ]] || { echo "$NAME: $v must be a whole number of at least $least, not '${!v-}'" >&2; exit 2; }
+    [[ "${!v-}" =~ $pattern ]] || die "$v must be a whole number of at least $least, not '${!v-}'"
   done
 }
 

@@ -26,8 +26,10 @@ ROWS=${ROWS:-untied wt pr wt-pr}
 JOBS=${JOBS:-2}
 counts JOBS
 for r in $ROWS; do
-  case $r in untied|wt|pr|wt-pr) ;; *) echo "$NAME: ROWS takes untied wt pr wt-pr, not '$r'" >&2; exit 2 ;; esac
+  case $r in untied|wt|pr|wt-pr) ;; *) die "ROWS takes untied wt pr wt-pr, not '$r'" ;; esac
 done
+PR_INIT=${PR_INIT:-identity}
+case "$PR_INIT" in authors|identity) ;; *) die "PR_INIT must be authors or identity, not '$PR_INIT'" ;; esac
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 step "$WORK/ptb" groc prepare --train "$DATA/ptb/ptb.train.txt" --valid "$DATA/ptb/ptb.valid.txt" \
   --test "$DATA/ptb/ptb.test.txt" -o "$WORK/ptb"
@@ -37,8 +39,6 @@ SMALL=(--emb 200 --hidden 200 --layers 2 --dropout 0 --init-range 0.1 --batch-si
        --optimizer sgd --schedule epochs --lr 20 --clip 0.25 --lr-decay 0.5 --lr-decay-after 4 --max-epochs 13
        --patience 13 --seed 1 --log-every 500 --checkpoint-every 500)
 PR=0.00019230769230769231  # 1 / (13 * 20 * 20)
-PR_INIT=${PR_INIT:-identity}
-case "$PR_INIT" in authors|identity) ;; *) echo "$NAME: PR_INIT must be authors or identity, not '$PR_INIT'" >&2; exit 2 ;; esac
 row() {
   local r=$1 args=()
   case $r in

@@ -15,7 +15,7 @@ for ds in $DATASETS; do
   case $ds in
     ptb) ptb; text=$DATA/ptb/ptb.train.txt ;;
     wt2) wikitext2; text=$DATA/wikitext-2/wiki.train.tokens ;;
-    *) echo "table10: unknown dataset $ds (ptb, wt2)" >&2; exit 2 ;;
+    *) die "unknown dataset $ds (ptb, wt2)" ;;
   esac
   if [ "$SCALE" = small ]; then
     size=(--emb 128 --hidden 256 --device cpu --threads "$THREADS")

@@ -46,7 +46,7 @@ EPOCHS=${EPOCHS:-200}
 CHECKPOINT_EVERY=${CHECKPOINT_EVERY:-300}
 counts JOBS EPOCHS
 counts --or-zero CHECKPOINT_EVERY  # 0: checkpoints at epoch ends only
-[[ "$DROPOUT" =~ ^(0|0?\.[0-9]+)$ ]] || { echo "$NAME: DROPOUT must be a rate in [0, 1), not '$DROPOUT'" >&2; exit 2; }
+[[ "$DROPOUT" =~ ^(0|0?\.[0-9]+)$ ]] || die "DROPOUT must be a rate in [0, 1), not '$DROPOUT'"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 ptb
 RUNS=$WORK/runs/cpu
