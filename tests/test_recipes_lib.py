@@ -73,6 +73,13 @@ def test_bad_scale_or_data_stop_before_work(tmp_path):
     assert r.returncode == 2 and "SCALE must be small, paper or tiny" in r.stderr and "ran" not in r.stdout
     r = bash("echo ran", tmp_path, DATA=str(tmp_path / "nowhere"))
     assert r.returncode == 2 and "is not a directory" in r.stderr
+    # A work tree that cannot be made (here under a file): one line naming the recipe, and the results
+    # folder it had made already is gone again.
+    (tmp_path / "a-file").write_text("")
+    r = bash("echo ran", tmp_path, GROC_WORK=str(tmp_path / "a-file" / "work"))
+    assert r.returncode == 2 and "ran" not in r.stdout, r.stderr
+    assert r.stderr.startswith("t: cannot create directory") and len(r.stderr.splitlines()) == 1, r.stderr
+    assert f"WORK={tmp_path / 'a-file' / 'work'}" in r.stderr and not (tmp_path / "results").exists()
 
 
 def test_report_writes_markdown_and_parquet_and_refuses_missing_outputs(tmp_path):

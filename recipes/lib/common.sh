@@ -38,11 +38,6 @@ _MADE=() _MADE_LOG=
 for _d in "$OUT" "$WORK"; do
   while [ ! -e "$_d" ]; do _MADE+=("$_d"); _d=$(dirname "$_d"); done
 done
-mkdir -p "$OUT" "$WORK"
-LOG=${LOG:-$OUT/commands.log}
-[ -e "$LOG" ] || _MADE_LOG=$LOG
-printf '# %s %s SCALE=%s DATA=%s WORK=%s (groc %s)\n' "$(date -u +%FT%TZ)" "recipes/$NAME.sh" "$SCALE" "$DATA" "$WORK" \
-  "$(groc --version | cut -d' ' -f2)" >> "$LOG"
 _unmake() {
   if [ -n "$_MADE_LOG" ] && [ "$(wc -l < "$_MADE_LOG" 2>/dev/null)" = 1 ]; then rm -f "$_MADE_LOG"; fi
   local d gone=1
@@ -53,6 +48,11 @@ _unmake() {
   return 0
 }
 trap _unmake EXIT
+_err=$(mkdir -p "$OUT" "$WORK" 2>&1) || { _err=${_err%%$'\n'*}; die "${_err#mkdir: } (OUT=$OUT, WORK=$WORK)"; }
+LOG=${LOG:-$OUT/commands.log}
+[ -e "$LOG" ] || _MADE_LOG=$LOG
+printf '# %s %s SCALE=%s DATA=%s WORK=%s (groc %s)\n' "$(date -u +%FT%TZ)" "recipes/$NAME.sh" "$SCALE" "$DATA" "$WORK" \
+  "$(groc --version | cut -d' ' -f2)" >> "$LOG"
 
 # The budgets' settings, checked before any work (a bad one failed each training after the data steps).
 for _v in TOKENS EPOCHS; do [ -z "${!_v:-}" ] || counts "$_v"; done
