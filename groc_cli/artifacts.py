@@ -219,8 +219,12 @@ def output_lock(path: Path, flag: str = "-o") -> Iterator[None]:
     (Lustre mounted `noflock`, NFS without lockd) the block runs unlocked, with a warning once per
     directory: refusing would leave groc unusable there, as HDF5's file locking does."""
     lock = _lock_path(path)
-    make_parents(lock)
-    fd = _take_lock(lock, path, flag)
+    try:
+        make_parents(lock)
+        fd = _take_lock(lock, path, flag)
+    except OSError as exc:  # a folder check_destination passed that takes no new file (root-squashed NFS, /proc)
+        raise GrocError(f"cannot write {flag} {path}: {exc.strerror or exc} in {lock.parent}; "
+                        f"choose another {flag}") from None
     if fd is None:
         if str(lock.parent) not in _WARNED_NO_LOCKS:
             _WARNED_NO_LOCKS.add(str(lock.parent))

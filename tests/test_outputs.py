@@ -212,6 +212,17 @@ def test_a_file_system_without_locks_is_written_with_one_warning(work, tmp_path)
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_folder_that_takes_no_new_file_is_refused_in_one_line_naming_the_output():
+    """/proc passes the writability check for root (as a root-squashed NFS folder does) but refuses every new
+    file: the error named groc's lock file (`No such file or directory: /proc/.out.lock`) and exited 1."""
+    r = run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "4000,1000",
+                 "-o", "/proc/groc-test-out")
+    err = r.stderr.decode()
+    assert r.returncode == 2 and len(err.strip().splitlines()) == 1, err
+    assert "/proc/groc-test-out" in err and "choose another -o" in err and ".lock" not in err
+
+
 def open_dataset_words(path: Path) -> list[str]:
     from groc_cli.text.dataset import open_dataset
 
