@@ -19,9 +19,10 @@
 # large model drop (docs/reproduction.md gives the A/B that decided it).
 # Rows (KINDS, default all): lookup convolutional tied bilinear deep-residual adaptive groc, and
 # tied-hidden: tied with the paper's hidden-unit dropout only (no input-embedding dropout), the
-# one-variable A/B of the prefix regularization. By default GroC starts first (its row takes as long as
-# three or four others), so that the other rows fill the other JOBS around it; a KINDS given starts in
-# its own order.
+# one-variable A/B of the prefix regularization, and groc-hidden, the same A/B for GroC (which underfits
+# where the table models overfit: docs/reproduction.md). By default the two GroC rows start first (each
+# takes as long as three or four others), so that the other rows fill the other JOBS around them; a KINDS
+# given starts in its own order.
 # Environment: DATA (default ../shared/data), RESULTS (default results), GROC_WORK (default results/work),
 # JOBS (default 2; one thread each), DROPOUT, EPOCHS, CHECKPOINT_EVERY (default 300 steps: a GroC
 # epoch is 1,328 steps of up to 40 minutes on a busy core). Re-running skips finished rows and resumes
@@ -39,7 +40,7 @@
 # docs/records/table2-cpu/ holds ours), and losing WORK costs only the unfinished rows.
 NAME=table2-cpu
 source "$(dirname "$0")/../lib/common.sh"
-select_kinds tied tied-hidden lookup adaptive bilinear deep-residual convolutional groc
+select_kinds tied tied-hidden lookup adaptive bilinear deep-residual convolutional groc groc-hidden
 JOBS=${JOBS:-2}
 DROPOUT=${DROPOUT:-0.3}
 EPOCHS=${EPOCHS:-200}
@@ -70,10 +71,10 @@ PY
 row() {
   local kind=$1 layer=$1 extra=() lex=()
   case $kind in
-    tied-hidden) layer=tied; extra=(--emb-dropout 0) ;;
+    tied-hidden|groc-hidden) layer=${kind%-hidden}; extra=(--emb-dropout 0) ;;
     *) extra=(--emb-dropout "$DROPOUT") ;;
   esac
-  [ "$kind" = groc ] && lex=(--lexicon "$WORK/ptb.lexicon.parquet")
+  [ "$layer" = groc ] && lex=(--lexicon "$WORK/ptb.lexicon.parquet")
   local run=$RUNS/ptb-$kind record=$RECORDS/ptb-$kind capped
   capped=$(capped_at "$run")
   if [ -z "$capped" ] && [ -e "$record" ]; then echo "= $record (kept)" >&2; return 0; fi
@@ -119,10 +120,12 @@ keep_record() {
   case $kind in groc) rm -f "$OUT"/compare-*-groc.json ;; *) rm -f "$OUT/compare-$kind-groc.json" ;; esac
   _end
 }
-# Longest row first: started last, GroC would train alone for its many hours after the other rows,
+# Longest rows first: started last, GroC would train alone for its many hours after the other rows,
 # one thread on one core, the others idle (an epoch of it costs about five of tied's: docs/benchmarks.md).
 QUEUE=$KINDS
-if [ "$KINDS" = "$ALL_KINDS" ]; then QUEUE="groc $(for kind in $KINDS; do [ "$kind" = groc ] || printf '%s ' "$kind"; done)"; fi
+if [ "$KINDS" = "$ALL_KINDS" ]; then
+  QUEUE="groc groc-hidden $(for kind in $KINDS; do case $kind in groc|groc-hidden) ;; *) printf '%s ' "$kind" ;; esac; done)"
+fi
 running=0 failed=0
 for kind in $QUEUE; do
   [ "$running" -ge "$JOBS" ] && { wait -n || failed=1; running=$((running - 1)); }
@@ -133,7 +136,7 @@ while [ "$running" -gt 0 ]; do wait -n || failed=1; running=$((running - 1)); do
 [ "$failed" = 0 ] || { echo "$NAME: a row failed (above); re-run to resume it" >&2; exit 1; }
 stop_if_some_kinds
 for kind in $KINDS; do
-  case $kind in groc|tied-hidden) continue ;; esac
+  case $kind in groc|tied-hidden|groc-hidden) continue ;; esac
   capture "$OUT/compare-$kind-groc.json" groc compare "$RECORDS/ptb-$kind/test.parquet" "$RECORDS/ptb-groc/test.parquet" \
     --column model --names "$kind,groc"
 done
