@@ -23,6 +23,8 @@ EPILOG = """[bold]Examples[/bold]
 
   groc compare tied.parquet groc.parquet | jq '.bins[] | [.bin, .median_diff]'
 
+  groc compare tied.parquet groc.parquet --words 10     # the words that make the gap
+
 Sign: diff = loss(B) - loss(A) in nats per word; negative means B, the second file, is better.
 Prints one JSON object on stdout (inputs, settings, bins, overall) and a table on stderr.
 """

@@ -73,6 +73,9 @@ class CompareSettings:
                              "they differ when the runs were trained on different data.", choices=("a", "b"))
     names: str | None = setting(None, "A,B: names for the table and plot (default: the run directories' names).",
                                 check=_names)
+    words: int = setting(0, "Also list the N word types whose summed loss difference is largest each way (B worse, "
+                         "B better), with their tokens, training frequency and mean Δ: which words make the gap. "
+                         "0: none.", low=0)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -192,6 +195,31 @@ def bin_table(freq: np.ndarray, word_ids: np.ndarray, logp_a: np.ndarray, logp_b
     return rows, _row("all", None, None, word_ids, loss_a, loss_b)
 
 
+def word_table(words: pa.Array, word_ids: np.ndarray, freq: np.ndarray, logp_a: np.ndarray, logp_b: np.ndarray,
+               top: int) -> dict:
+    """The ``top`` word types whose losses, summed over their tokens, differ most each way: ``b_worse`` (largest
+    positive sums first) and ``b_better`` (largest negative first), each type with its tokens, training frequency,
+    summed and mean difference, and ``total_diff``, the sum over every token, that the sums are shares of."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = -np.asarray(logp_b, np.float64) + np.asarray(logp_a, np.float64)
+        sums = np.bincount(word_ids, weights=diff)
+        total = float(np.sum(diff))
+    counts = np.bincount(word_ids, minlength=len(sums))
+    type_freq = np.zeros(len(sums), np.int64)
+    type_freq[word_ids] = freq
+    names = pc.dictionary_encode(words).dictionary.to_pylist()
+    ranked = np.flatnonzero(~np.isnan(sums))
+
+    def rows(order: np.ndarray) -> list[dict]:
+        return [{"word": names[i], "tokens": int(counts[i]), "train_freq": int(type_freq[i]),
+                 "sum_diff": float(sums[i]), "mean_diff": float(sums[i] / counts[i])} for i in order[:top]]
+
+    worse = ranked[sums[ranked] > 0]
+    better = ranked[sums[ranked] < 0]
+    return {"total_diff": total, "b_worse": rows(worse[np.argsort(-sums[worse], kind="stable")]),
+            "b_better": rows(better[np.argsort(sums[better], kind="stable")])}
+
+
 def _describe(p: PerToken) -> dict:
     settings = p.meta.get("settings", {})
     return {"path": str(p.path), "run": p.meta.get("run"), "model_checksum": p.meta.get("model_checksum"),
@@ -199,8 +227,9 @@ def _describe(p: PerToken) -> dict:
 
 
 def compare(path_a: Path, path_b: Path, edges: tuple[int, ...] = DEFAULT_EDGES, column: str = "final",
-            freq_from: str = "a") -> dict:
-    """The whole comparison as one JSON-ready dict: inputs, settings, per-bin rows, overall row."""
+            freq_from: str = "a", words: int = 0) -> dict:
+    """The whole comparison as one JSON-ready dict: inputs, settings, per-bin rows, overall row, and with
+    ``words`` > 0 the word types that make the difference (``word_table``)."""
     if column not in COLUMNS:
         raise GrocError(f"`column` {column!r}: choose final (after any cache) or model (before it)")
     if freq_from not in ("a", "b"):
@@ -211,12 +240,15 @@ def compare(path_a: Path, path_b: Path, edges: tuple[int, ...] = DEFAULT_EDGES, 
     word_ids = pc.dictionary_encode(a.words).indices.to_numpy()
     freq = (a if freq_from == "a" else b).freq
     rows, overall = bin_table(freq, word_ids, a.logp, b.logp, edges)
-    return {
+    result = {
         "a": _describe(a), "b": _describe(b),
         "dataset_checksum": a.meta.get("dataset_checksum"), "split": a.meta.get("settings", {}).get("split"),
         "column": COLUMNS[column], "freq_from": freq_from, "edges": list(edges), "sign": SIGN,
         "bins": rows, "overall": overall,
     }
+    if words:
+        result["words"] = word_table(a.words, word_ids, freq, a.logp, b.logp, words)
+    return result
 
 
 def settings_differ(result: dict, key: str) -> bool:
@@ -261,7 +293,25 @@ def print_table(result: dict, name_a: str, name_b: str) -> None:
                       _fmt(row["mean_diff"], "+.4f"), _fmt(row["ppl_a"], ".2f"), _fmt(row["ppl_b"], ".2f"),
                       end_section=row is result["bins"][-1])
     err.print(table)
+    if "words" in result:
+        print_words(result["words"], name_a, name_b)
     log("Δ in nats per word (loss = −ln p); negative: B is better.")
+
+
+def print_words(words: dict, name_a: str, name_b: str) -> None:
+    """The word types that make the difference, each way, as a table on stderr."""
+    from rich.table import Table
+
+    total = words["total_diff"]
+    table = Table(title=f"the words that make the difference: Σ loss(B) − loss(A) over each type's tokens "
+                        f"(all tokens: {_fmt(total, '+,.1f')} nats)", title_justify="left")
+    for header in ("", "word", "tokens", "train freq", "Σ Δ", "mean Δ"):
+        table.add_column(header, justify="left" if header in ("", "word") else "right")
+    for side, label in (("b_worse", f"{name_b} worse"), ("b_better", f"{name_b} better")):
+        for i, w in enumerate(words[side]):
+            table.add_row(label if i == 0 else "", w["word"], f"{w['tokens']:,}", f"{w['train_freq']:,}",
+                          f"{w['sum_diff']:+,.1f}", f"{w['mean_diff']:+.4f}", end_section=i == len(words[side]) - 1)
+    err.print(table)
 
 
 def run_compare(settings: CompareSettings, path_a: Path, path_b: Path, output: Path | None = None,
@@ -279,7 +329,7 @@ def run_compare(settings: CompareSettings, path_a: Path, path_b: Path, output: P
 
             require_matplotlib()
 
-        result = compare(path_a, path_b, edges, column=column, freq_from=freq_from)
+        result = compare(path_a, path_b, edges, column=column, freq_from=freq_from, words=settings.words)
         name_a, name_b = settings.names.split(",") if settings.names else (_name(result["a"]), _name(result["b"]))
         for key in ("vocab", "cache"):
             if settings_differ(result, key):

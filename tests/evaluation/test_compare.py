@@ -153,6 +153,31 @@ def test_cli_json_parquet_and_plot(tmp_path, pair, capsys):
     assert pq.read_table(out).column("bin").to_pylist() == ["0", "1-99", "≥100"]
 
 
+def test_words_lists_the_types_whose_summed_difference_is_largest_each_way(pair, capsys):
+    """--words N: the N word types that cost B most over all their tokens, and the N it gains most on,
+    hand-computed from TOKENS (sums of loss B - loss A: zyx -6, rare -3.5, mid 0, common +0.25, the +1)."""
+    assert "words" not in compare(*pair)
+    words = compare(*pair, words=2)["words"]
+    assert words["total_diff"] == pytest.approx(-8.25)
+    assert [(w["word"], w["tokens"], w["train_freq"]) for w in words["b_worse"]] == [("the", 3, 6000), ("common", 1, 700)]
+    assert [w["sum_diff"] for w in words["b_worse"]] == pytest.approx([1.0, 0.25])
+    assert words["b_worse"][0]["mean_diff"] == pytest.approx(1 / 3)
+    assert [(w["word"], w["tokens"], w["train_freq"]) for w in words["b_better"]] == [("zyx", 2, 0), ("rare", 3, 3)]
+    assert [w["sum_diff"] for w in words["b_better"]] == pytest.approx([-6.0, -3.5])
+    # mid's tokens cancel (+0.5, -0.5): in neither list, however long
+    many = compare(*pair, words=10)["words"]
+    assert [w["word"] for w in many["b_worse"] + many["b_better"]] == ["the", "common", "zyx", "rare"]
+    assert [w["train_freq"] for w in compare(*pair, words=1, freq_from="b")["words"]["b_better"]] == [120]
+
+    assert main(["compare", *map(str, pair), "--words", "1"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["words"]["b_better"][0]["word"] == "zyx"
+    assert "the words that make the difference" in captured.err and "groc better" in captured.err
+    assert main(["compare", *map(str, pair), "--words", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("groc: error:") and "--words" in err[0]
+
+
 def test_plot_without_matplotlib_names_the_extra(tmp_path, pair, capsys, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
     assert main(["compare", *map(str, pair), "--plot", str(tmp_path / "f.png")]) == 2
