@@ -27,7 +27,8 @@ FAKE = r'''groc() {
     eval) run=$(basename "$2"); run=${run//-/_}; local var="PPL_$run"; [ -n "$pt" ] && touch "$pt"
           case " $* " in *" --split train "*) echo '{"perplexity": 60.0}' ;; *) echo "{\"perplexity\": ${!var:-100.0}}" ;; esac ;;
     compare) echo '{"bins": [{"bin": "1-49", "median_diff": -0.25}, {"bin": "0", "median_diff": null}],
-               "overall": {"median_diff": -0.05}}' ;;
+               "overall": {"median_diff": -0.05}, "words": {"total_diff": 451.25,
+               "b_worse": [{"word": "<unk>", "tokens": 4794, "sum_diff": 697.375}], "b_better": []}}' ;;
   esac
 }; export -f groc; '''
 
@@ -121,13 +122,15 @@ def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp
     assert len(evals) == 27 and sum("--per-token" in c for c in evals) == 9 and sum("--vocab union" in c for c in evals) == 9
     assert sum(c.endswith("--split train") for c in evals) == 9
     compares = [c for c in made if c.startswith("compare ")]
-    assert len(compares) == 6 and all(c.endswith("--column model --names " + c.split("ptb-")[1].split("/")[0] + ",groc")
-                                      for c in compares)
+    assert len(compares) == 6 and all(c.endswith("--words 3 --column model --names " + c.split("ptb-")[1].split("/")[0]
+                                                 + ",groc") for c in compares)
     table = (tmp_path / "results" / "table2-cpu" / "table2-cpu.md").read_text()
     assert "| tied | 2,653,200 | 13 | early-stopping | 72 | 60.0 | 110.5 | 101.0 | 101.0 | 86.2 |" in table
     assert "| tied, hidden-unit dropout only (A/B) |" in table and "| groc, hidden-unit dropout only (A/B) |" in table
     assert "GroC minus tied: median loss per training-frequency bin" in table
     assert "GroC minus the best table model, adaptive: median loss" in table and "1-49: -0.250; overall -0.050" in table
+    assert ("GroC minus tied, the words that make the difference: summed over every token +451.2 nats; costing GroC "
+            "most <unk> +697.4 (4,794 tokens); gaining it most none." in table)
 
     (tmp_path / "calls").unlink()
     assert run_recipe("table2-cpu.sh", tmp_path, **ppl).returncode == 0

@@ -8,7 +8,7 @@
 # prints one table (test perplexity closed and open vocabulary, the training split's perplexity without dropout,
 # |Θ|, epochs, stopping reason, minutes)
 # and writes it to results/table2-cpu/ with Figure 3's frequency bins (GroC against tied and against
-# the best table model) and commands.log.
+# the best table model, with the three word types that make most of each difference, each way) and commands.log.
 # Size: Zaremba et al.'s and Press & Wolf's small model, 2 LSTM layers, 200-d embeddings and 200
 # units (an epoch of tied is about 5 minutes of one core here; 2 x 1024 would be about 25), with
 # dropout, so that every row converges in hours and the untied/tied rows sit beside
@@ -138,6 +138,6 @@ stop_if_some_kinds
 for kind in $KINDS; do
   case $kind in groc|tied-hidden|groc-hidden) continue ;; esac
   capture "$OUT/compare-$kind-groc.json" groc compare "$RECORDS/ptb-$kind/test.parquet" "$RECORDS/ptb-groc/test.parquet" \
-    --column model --names "$kind,groc"
+    --words 3 --column model --names "$kind,groc"
 done
 report table2-cpu --out="$OUT" --records="$RECORDS" --kinds="$KINDS"

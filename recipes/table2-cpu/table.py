@@ -13,6 +13,14 @@ TABLE2_CPU_LABELS = {"tied-hidden": "tied, hidden-unit dropout only (A/B)",
                      "groc-hidden": "groc, hidden-unit dropout only (A/B)"}
 
 
+def _words(words: dict) -> str:
+    """groc compare --words, in one line: each way, the types and their summed loss difference (nats)."""
+    def side(key: str) -> str:
+        return ", ".join(f"{w['word']} {w['sum_diff']:+,.1f} ({w['tokens']:,} tokens)" for w in words[key]) or "none"
+    return (f"summed over every token {words['total_diff']:+,.1f} nats; costing GroC most {side('b_worse')}; "
+            f"gaining it most {side('b_better')}")
+
+
 @report
 def table2_cpu(out: Path, records: Path, kinds: list[str]) -> None:
     """Table 2 on PTB with every output layer trained to convergence on CPU (table2-cpu.sh), from the finished
@@ -47,4 +55,6 @@ def table2_cpu(out: Path, records: Path, kinds: list[str]) -> None:
             which = "the best table model, " if base == best else ""
             notes.append(f"Figure 3, GroC minus {which}{base}: median loss per training-frequency bin (nats, PTB test, "
                          f"model column): {bins}; overall {r['overall']['median_diff']:+.3f}.")
+            if r.get("words"):
+                notes.append(f"GroC minus {base}, the words that make the difference: {_words(r['words'])}.")
     t.write(out, notes=notes)
