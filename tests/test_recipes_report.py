@@ -393,3 +393,12 @@ def test_the_scripts_output_layers_are_groc_s_registered_ones(tmp_path):
     assert tuple(r.stdout.split("\n")[:-1]) == report.OUTPUT_LAYERS
     assert report.recipe("check-open-vocab").CHECK_OUTPUTS == report.OUTPUT_LAYERS
     assert set(report.recipe("table2").PAPER_TABLE2) == set(report.OUTPUT_LAYERS)
+
+
+def test_table2_cpu_notes_the_words_that_make_a_difference_infinite_ones_included():
+    """groc compare --words in the table's notes; a sum that a zero probability made infinite is null in its JSON."""
+    words = report.recipe("table2-cpu")._words
+    assert words({"total_diff": None, "b_worse": [{"word": "<unk>", "tokens": 4794, "sum_diff": None}],
+                  "b_better": [{"word": "of", "tokens": 2195, "sum_diff": -73.9}]}) == (
+        "summed over every token infinite nats; costing GroC most <unk> infinite (4,794 tokens); gaining it most "
+        "of -73.9 (2,195 tokens)")

@@ -14,10 +14,14 @@ TABLE2_CPU_LABELS = {"tied-hidden": "tied, hidden-unit dropout only (A/B)",
 
 
 def _words(words: dict) -> str:
-    """groc compare --words, in one line: each way, the types and their summed loss difference (nats)."""
+    """groc compare --words, in one line: each way, the types and their summed loss difference (nats; infinite where
+    a model gave a token probability 0, which groc compare's JSON writes as null)."""
+    def nats(x) -> str:
+        return "infinite" if x is None else f"{x:+,.1f}"
+
     def side(key: str) -> str:
-        return ", ".join(f"{w['word']} {w['sum_diff']:+,.1f} ({w['tokens']:,} tokens)" for w in words[key]) or "none"
-    return (f"summed over every token {words['total_diff']:+,.1f} nats; costing GroC most {side('b_worse')}; "
+        return ", ".join(f"{w['word']} {nats(w['sum_diff'])} ({w['tokens']:,} tokens)" for w in words[key]) or "none"
+    return (f"summed over every token {nats(words['total_diff'])} nats; costing GroC most {side('b_worse')}; "
             f"gaining it most {side('b_better')}")
 
 
