@@ -195,11 +195,12 @@ def bin_table(freq: np.ndarray, word_ids: np.ndarray, logp_a: np.ndarray, logp_b
     return rows, _row("all", None, None, word_ids, loss_a, loss_b)
 
 
-def word_table(words: pa.Array, word_ids: np.ndarray, freq: np.ndarray, logp_a: np.ndarray, logp_b: np.ndarray,
+def word_table(names: list[str], word_ids: np.ndarray, freq: np.ndarray, logp_a: np.ndarray, logp_b: np.ndarray,
                top: int) -> dict:
     """The ``top`` word types whose losses, summed over their tokens, differ most each way: ``b_worse`` (largest
     positive sums first) and ``b_better`` (largest negative first), each type with its tokens, training frequency,
-    summed and mean difference, and ``total_diff``, the sum over every token, that the sums are shares of."""
+    summed and mean difference, and ``total_diff``, the sum over every token, that the sums are shares of.
+    ``names[i]`` is the word whose tokens have ``word_ids`` i."""
     with np.errstate(invalid="ignore", over="ignore"):
         diff = -np.asarray(logp_b, np.float64) + np.asarray(logp_a, np.float64)
         sums = np.bincount(word_ids, weights=diff)
@@ -207,7 +208,6 @@ def word_table(words: pa.Array, word_ids: np.ndarray, freq: np.ndarray, logp_a: 
     counts = np.bincount(word_ids, minlength=len(sums))
     type_freq = np.zeros(len(sums), np.int64)
     type_freq[word_ids] = freq
-    names = pc.dictionary_encode(words).dictionary.to_pylist()
     ranked = np.flatnonzero(~np.isnan(sums))
 
     def rows(order: np.ndarray) -> list[dict]:
@@ -237,7 +237,8 @@ def compare(path_a: Path, path_b: Path, edges: tuple[int, ...] = DEFAULT_EDGES, 
     a = load_per_token(path_a, column, with_freq=freq_from == "a")
     b = load_per_token(path_b, column, with_freq=freq_from == "b")
     check_aligned(a, b)
-    word_ids = pc.dictionary_encode(a.words).indices.to_numpy()
+    encoded = pc.dictionary_encode(a.words)
+    word_ids = encoded.indices.to_numpy()
     freq = (a if freq_from == "a" else b).freq
     rows, overall = bin_table(freq, word_ids, a.logp, b.logp, edges)
     result = {
@@ -247,7 +248,7 @@ def compare(path_a: Path, path_b: Path, edges: tuple[int, ...] = DEFAULT_EDGES, 
         "bins": rows, "overall": overall,
     }
     if words:
-        result["words"] = word_table(a.words, word_ids, freq, a.logp, b.logp, words)
+        result["words"] = word_table(encoded.dictionary.to_pylist(), word_ids, freq, a.logp, b.logp, words)
     return result
 
 
