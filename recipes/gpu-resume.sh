@@ -14,8 +14,12 @@
 # run's whole budget, and the runs stop RESERVE seconds (default 30: the last checkpoint, the copy back)
 # before it. DEVICE: cuda (default), or cpu for a dry run. TRAIN_ARGS: more flags for every resumed
 # `groc train`; only budgets may change on resume (--max-epochs, --max-tokens, --max-minutes, ...).
-# What travels (the working tree and the pack) must stay under 64 MiB, and what comes back under 7 parts,
-# so pack refuses runs over 56 MiB together (docs/reproduction.md, "GroC on a lent NVIDIA H200").
+# BACK_MIB (default 64): what a lease brings back from $OUT, all files together. What travels (the working
+# tree and the pack) must stay under 64 MiB, and the runs grow there (best/, once an epoch improves, and
+# their step records), so pack refuses runs whose projected size on return exceeds BACK_MIB less 1 MiB; run
+# brings back whole runs, in the order packed, as many as fit, and names any left there (unpack then keeps
+# the copy here as it was packed). One device command a lease: a second command does not find the first
+# one's pack on the lent machine; pack again from what came back (docs/reproduction.md, session 72).
 set -euo pipefail
 NAME=gpu-resume
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,6 +43,12 @@ trainer_of() {
 }
 checkpoint_sum() { sha256sum "$1/last/trainer.pt" | cut -d' ' -f1; }
 mib() { du -sbc "$@" | tail -n 1 | awk '{ printf "%.1f", $1 / 1048576 }'; }
+# tar_bytes PATH...: about what PATHs take in a tar: their bytes and 1 KiB for each entry's header and padding.
+tar_bytes() { echo $(( $(du -sbc "$@" | tail -n 1 | cut -f1) + 1024 * $(find "$@" | wc -l) )); }
+BACK_MIB=${BACK_MIB:-64}
+[[ "$BACK_MIB" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk "BEGIN { exit !($BACK_MIB > 1) }" \
+  || die "BACK_MIB must be a number of MiB above 1, not '$BACK_MIB'"
+BACK_BYTES=$(awk "BEGIN { printf \"%d\", ($BACK_MIB - 1) * 1048576 }")  # less 1 MiB: the log, the manifest
 
 if [ "$VERB" = pack ]; then
   DATASET=$2; shift 2
@@ -56,7 +66,16 @@ if [ "$VERB" = pack ]; then
     [ -z "$pid" ] || die "$run is training here (pid $pid): stop it first; it resumes from its last checkpoint"
   done
   size=$(mib "$@")
-  awk "BEGIN { exit !($size > 56) }" && die "the runs hold $size MiB; at most 56 MiB comes back from a lease"
+  # On return each run holds what it holds now, a best/ model once an epoch improves (the size of its last
+  # model, where it has no best/ yet) and 1 MiB more of step and epoch records.
+  back=0
+  for run in "$@"; do
+    grow=1048576
+    [ -d "$run/best" ] || grow=$((grow + $(stat -c %s "$run/last/model.safetensors" 2>/dev/null || echo 0)))
+    back=$((back + $(tar_bytes "$run") + grow))
+  done
+  [ "$back" -le "$BACK_BYTES" ] || die "the runs hold $size MiB and would come back as about" \
+    "$(awk "BEGIN { printf \"%.1f\", $back / 1048576 }") MiB (with best/); a lease brings back $BACK_MIB MiB (BACK_MIB)"
   mkdir -p "$(dirname "$PACK")"
   tmp=$(mktemp -d "$PACK.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
@@ -123,11 +142,27 @@ if [ "$VERB" = run ]; then
     echo "# run $i: $how"
     grep -E '^(epoch [0-9]+:|resuming|stopped|groc: error)' "$PACK/runs/$i.log" | sed "s/^/  run $i: /" || true
   done
-  (cd "$PACK" && tar -cf - manifest.tsv runs) | split -b "$PART" -d - "$DIR/state.tar."
+  # Whole runs, in the order packed, as many as fit in what a lease brings back: a run cut off at the limit
+  # would come back unusable and take the ones after it along (session 72 lost two runs so).
+  keep=(manifest.tsv) used=$(tar_bytes "$PACK/manifest.tsv") left=0
+  while IFS=$'\t' read -r i abs _; do
+    need=$(tar_bytes "$PACK/runs/$i" "$PACK/runs/$i.log")
+    if [ $((used + need)) -le "$BACK_BYTES" ]; then
+      keep+=("runs/$i" "runs/$i.log"); used=$((used + need))
+    else
+      echo "# run $i ($abs): $(mib "$PACK/runs/$i") MiB does not fit in what comes back (BACK_MIB=$BACK_MIB, $(awk \
+        "BEGIN { printf \"%.1f\", $used / 1048576 }") MiB taken); not brought back: unpack keeps its copy there as packed"
+      left=1
+    fi
+  done < "$PACK/manifest.tsv"
+  # back.tsv, the runs that came back, goes last: unpack takes a state without it for one cut short.
+  printf '%s\n' "${keep[@]}" | sed -n 's|^runs/\([0-9]*\)$|\1|p' > "$PACK/back.tsv"
+  (cd "$PACK" && tar -cf - "${keep[@]}" back.tsv) | split -b "$PART" -d - "$DIR/state.tar."
   parts=$(ls "$DIR"/state.tar.* | wc -l)
-  echo "# $(date -u +%FT%TZ) $NAME: $parts part(s) of state.tar, done in $(( $(date +%s) - begun )) s"
+  echo "# $(date -u +%FT%TZ) $NAME: $(( (${#keep[@]} - 1) / 2 )) run(s) in $parts part(s) of state.tar, done in $(( $(date +%s) - begun )) s"
   [ "$parts" -le 7 ] || { echo "$NAME: the state needs $parts parts, more than a lease brings back" >&2; exit 1; }
-  exit "$failed"
+  [ "$failed" = 0 ] && [ "$left" = 0 ] || exit 1
+  exit 0
 fi
 
 # unpack
@@ -135,9 +170,13 @@ fi
 tmp=$(mktemp -d "$PACK.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cat "$DIR"/state.tar.* | tar -C "$tmp" -xf - 2> /dev/null || die "the state.tar parts in $DIR are incomplete or damaged"
-[ -f "$tmp/manifest.tsv" ] || die "the state in $DIR has no manifest.tsv"
+[ -f "$tmp/manifest.tsv" ] && [ -f "$tmp/back.tsv" ] || die "the state.tar parts in $DIR are incomplete or damaged"
 back=0 kept=0
 while IFS=$'\t' read -r i abs sum; do
+  if ! grep -qx "$i" "$tmp/back.tsv"; then
+    echo "$NAME: run $i ($abs) did not come back (gpu-resume.log says why); left as it is here" >&2
+    kept=$((kept + 1)); continue
+  fi
   if [ ! -f "$tmp/runs/$i/last/trainer.pt" ]; then
     echo "$NAME: run $i ($abs) came back without a checkpoint; left as it is here" >&2; kept=$((kept + 1)); continue
   fi
