@@ -151,7 +151,7 @@ if [ "$VERB" = run ]; then
       keep+=("runs/$i" "runs/$i.log"); used=$((used + need))
     else
       echo "# run $i ($abs): $(mib "$PACK/runs/$i") MiB does not fit in what comes back (BACK_MIB=$BACK_MIB, $(awk \
-        "BEGIN { printf \"%.1f\", $used / 1048576 }") MiB taken); not brought back: unpack keeps its copy there as packed"
+        "BEGIN { printf \"%.1f\", $used / 1048576 }") MiB taken); not brought back: unpack leaves the packed-from run as it was"
       left=1
     fi
   done < "$PACK/manifest.tsv"
