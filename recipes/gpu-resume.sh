@@ -42,9 +42,11 @@ trainer_of() {
   [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && echo "$pid" || true
 }
 checkpoint_sum() { sha256sum "$1/last/trainer.pt" | cut -d' ' -f1; }
-mib() { du -sbc "$@" | tail -n 1 | awk '{ printf "%.1f", $1 / 1048576 }'; }
+bytes_of() { du -sbc "$@" | tail -n 1 | cut -f1; }
+in_mib() { awk "BEGIN { printf \"%.1f\", $1 / 1048576 }"; }
+mib() { in_mib "$(bytes_of "$@")"; }
 # tar_bytes PATH...: about what PATHs take in a tar: their bytes and 1 KiB for each entry's header and padding.
-tar_bytes() { echo $(( $(du -sbc "$@" | tail -n 1 | cut -f1) + 1024 * $(find "$@" | wc -l) )); }
+tar_bytes() { echo $(( $(bytes_of "$@") + 1024 * $(find "$@" | wc -l) )); }
 BACK_MIB=${BACK_MIB:-64}
 [[ "$BACK_MIB" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk "BEGIN { exit !($BACK_MIB > 1) }" \
   || die "BACK_MIB must be a number of MiB above 1, not '$BACK_MIB'"
@@ -75,7 +77,7 @@ if [ "$VERB" = pack ]; then
     back=$((back + $(tar_bytes "$run") + grow))
   done
   [ "$back" -le "$BACK_BYTES" ] || die "the runs hold $size MiB and would come back as about" \
-    "$(awk "BEGIN { printf \"%.1f\", $back / 1048576 }") MiB (with best/); a lease brings back $BACK_MIB MiB (BACK_MIB)"
+    "$(in_mib "$back") MiB (with best/); a lease brings back $BACK_MIB MiB (BACK_MIB)"
   mkdir -p "$(dirname "$PACK")"
   tmp=$(mktemp -d "$PACK.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
@@ -92,7 +94,7 @@ if [ "$VERB" = pack ]; then
     printf '%s\t%s\t%s\n' "$i" "$abs" "$sum" >> "$tmp/manifest.tsv"
   done
   tracked=$(cd "$ROOT" && { git ls-files -z 2>/dev/null || true; } | du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1 || true)
-  total=$(awk "BEGIN { printf \"%.1f\", $(du -sb "$tmp" | cut -f1) / 1048576 + ${tracked:-0} / 1048576 }")
+  total=$(in_mib $(( $(bytes_of "$tmp") + ${tracked:-0} )))
   awk "BEGIN { exit !($total > 63) }" && die "the working tree and the pack come to $total MiB; a lease carries 64 MiB"
   rm -rf "$PACK"; mv "$tmp" "$PACK"; trap - EXIT
   ex=$(cd "$ROOT" && git rev-parse --git-path info/exclude 2>/dev/null || true)
@@ -150,8 +152,8 @@ if [ "$VERB" = run ]; then
     if [ $((used + need)) -le "$BACK_BYTES" ]; then
       keep+=("runs/$i" "runs/$i.log"); used=$((used + need))
     else
-      echo "# run $i ($abs): $(mib "$PACK/runs/$i") MiB does not fit in what comes back (BACK_MIB=$BACK_MIB, $(awk \
-        "BEGIN { printf \"%.1f\", $used / 1048576 }") MiB taken); not brought back: unpack leaves the packed-from run as it was"
+      echo "# run $i ($abs): $(mib "$PACK/runs/$i") MiB does not fit in what comes back (BACK_MIB=$BACK_MIB," \
+        "$(in_mib "$used") MiB taken); not brought back: unpack leaves the packed-from run as it was"
       left=1
     fi
   done < "$PACK/manifest.tsv"
