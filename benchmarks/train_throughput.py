@@ -3,7 +3,8 @@
     python benchmarks/train_throughput.py --steps 20 --threads 2
 
 Prints ONE JSON object on stdout: per kind tokens/s, seconds/step, |Θ| and the ratio of
-its step time to `tied`, plus GroC at each ``--update-prob``. Progress goes to stderr.
+its step time to `tied` (with the same ``--cpu-matmul`` library), plus GroC at each
+``--update-prob``. Progress goes to stderr.
 Every kind uses the same prefix network (default: the paper's 2 x 1024 LSTM, emb 300,
 batch 20, BPTT 35, Adam 1e-3, gradient-norm clip 0.1; paper B.1).
 
@@ -30,6 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from groc_cli.models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class  # noqa: E402
+from groc_cli.models.kernels import CHOICES, choice, cpu_matmul  # noqa: E402
 from groc_cli.settings import toml_loads  # noqa: E402
 
 # glibc hands every large freed block back to the OS, so each step page-faults its memory in
@@ -104,9 +106,9 @@ def wordnet_lexicon(vocab: list[str]) -> Lexicon:
 class Runner:
     """One kind's model, optimizer and data position; `step` trains one BPTT window."""
 
-    def __init__(self, kind, config, vocab, lexicon, data, args, device, compiled: bool = False):
+    def __init__(self, kind, config, vocab, lexicon, data, args, device, compiled: bool = False, matmul: str = "auto"):
         torch.manual_seed(1)
-        self.kind = kind
+        self.kind, self.matmul = kind, matmul
         self.model = build_model(config, vocab, lexicon=lexicon if output_layer_class(kind).needs_lexicon else None).to(device)
         self.model.train()
         if compiled:  # the prefix network and the output layer's composition, each one torch.compile'd callable
@@ -140,7 +142,7 @@ class Runner:
         update = self.model.sample_update(self.generator)
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.amp and self.device.type == "cuda" \
             else torch.autocast(self.device.type, enabled=False)
-        with autocast:
+        with autocast, cpu_matmul(self.matmul):  # the products' library is fixed in the forward
             composed = self.model.compose(grad=update)
             hidden, state = self.model(x, self.model.detach_state(self.state), composed)
             loss = composed.nll(hidden.reshape(-1, hidden.size(-1)).float(), y.reshape(-1)).mean() + self.model.regularization()
@@ -171,6 +173,12 @@ class Runner:
         }
 
 
+def _resolved(matmul: str) -> str:
+    """What ``matmul`` (auto, onednn, torch) runs here."""
+    with cpu_matmul(matmul):
+        return choice()
+
+
 def main() -> None:
     if os.environ.get("GROC_BENCH_MALLOC", "1") == "1" and any(k not in os.environ for k in MALLOC_ENV):
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_ENV})
@@ -190,7 +198,13 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true", help="also run each kind with torch.compile (its forward and "
                     "its output layer's composition; default inductor backend) as KIND+compile, in the same round-robin; "
                     "compilation happens in the warmup steps, which are not timed")
+    ap.add_argument("--cpu-matmul", default="auto", help="comma-separated libraries of the output layer's matrix "
+                    f"products on CPU ({', '.join(CHOICES)}; groc_cli/models/kernels.py): every kind but adaptive (whose "
+                    "products are torch's) runs with each, as KIND+LIBRARY after the first, in the same round-robin")
     args = ap.parse_args()
+    matmuls = args.cpu_matmul.split(",")
+    if not matmuls or any(m not in CHOICES for m in matmuls):
+        sys.exit(f"error: --cpu-matmul takes {', '.join(CHOICES)}, got {args.cpu_matmul!r}")
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -216,7 +230,9 @@ def main() -> None:
     for kind, p in runs:
         name = kind if p is None or p == 1.0 else f"groc@update_prob={p}"
         config = model_config(args, kind, **({} if p is None else {"update_prob": p}))
-        runners[name] = Runner(kind, config, vocab, lexicon, data, args, device)
+        for i, matmul in enumerate(matmuls if kind != "adaptive" else matmuls[:1]):
+            runners[name if i == 0 else f"{name}+{matmul}"] = Runner(kind, config, vocab, lexicon, data, args, device,
+                                                                     matmul=matmul)
         if args.compile:
             runners[f"{name}+compile"] = Runner(kind, config, vocab, lexicon, data, args, device, compiled=True)
     # Round-robin over kinds, one step each: load from other processes on a shared
@@ -228,10 +244,11 @@ def main() -> None:
             f"{n} {r.wall[-1]:.2f}s" for n, r in runners.items() if r.wall))
     results = {name: r.result() for name, r in runners.items()}
     if "tied" in results:
-        base, base_cpu = results["tied"]["seconds_per_step"], results["tied"]["cpu_seconds_per_step"]
-        for r in results.values():
-            r["step_time_vs_tied"] = round(r["seconds_per_step"] / base, 3)
-            r["cpu_time_vs_tied"] = round(r["cpu_seconds_per_step"] / base_cpu, 3)
+        for name, r in results.items():  # against tied with the same matrix-product library
+            same = f"tied+{runners[name].matmul}"
+            base = results[same if same in results and not name.endswith("+compile") else "tied"]
+            r["step_time_vs_tied"] = round(r["seconds_per_step"] / base["seconds_per_step"], 3)
+            r["cpu_time_vs_tied"] = round(r["cpu_seconds_per_step"] / base["cpu_seconds_per_step"], 3)
     for name, r in results.items():  # compiled against eager, the same kind in the same process
         if name.endswith("+compile"):
             r["step_time_vs_eager"] = round(r["seconds_per_step"] / results[name[:-len("+compile")]]["seconds_per_step"], 3)
@@ -245,6 +262,7 @@ def main() -> None:
             "malloc_env": {k: os.environ.get(k) for k in MALLOC_ENV},
             "lexicon": str(args.lexicon) if args.lexicon else "wordnet (built in benchmark)" if lexicon else None,
             "config": args.config, "dropout": args.dropout,
+            "cpu_matmul": {m: _resolved(m) for m in matmuls},
         },
         "results": results,
     }, indent=1))

@@ -30,7 +30,7 @@ VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "
                 "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve")
 #: The fields every record holds (None where they do not apply: no GPU used, no lexicon read).
 FIELDS = ("groc", "python", "torch", "faiss", "numpy", "pyarrow", "platform", "cpu", "cpu_flags",
-          "torch_cpu_capability", "cpu_count", "threads", "device", "gpu", "wordnet")
+          "torch_cpu_capability", "cpu_matmul", "cpu_count", "threads", "device", "gpu", "wordnet")
 
 
 def _version(*distributions: str) -> str | None:
@@ -105,9 +105,12 @@ def wordnet_version(lexicon: Path | str | None) -> str | None:
 
 def environment(device: str = "cpu", lexicon: Path | str | None = None, threads: int | None = None) -> dict:
     """The record (FIELDS, in that order): versions, CPU model and vector extensions, the kernels torch
-    uses, cores and threads, the device and its GPU (where one is used), WordNet's version (from
+    uses, the library of the output layer's matrix products on CPU (``models/kernels.py``; None on a
+    GPU), cores and threads, the device and its GPU (where one is used), WordNet's version (from
     ``lexicon``, where one is read). ``threads``: the thread count, when not torch's current one."""
     import torch
+
+    from .models.kernels import choice
 
     model, flags = _cpu()
     capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: None)()
@@ -122,6 +125,7 @@ def environment(device: str = "cpu", lexicon: Path | str | None = None, threads:
         "cpu": model,
         "cpu_flags": list(flags),
         "torch_cpu_capability": capability,
+        "cpu_matmul": None if str(device).startswith("cuda") else choice(),
         "cpu_count": os.cpu_count(),
         "threads": torch.get_num_threads() if threads is None else threads,
         "device": str(device),
@@ -139,6 +143,7 @@ def describe(record: dict) -> str:
     gpu = record.get("gpu")
     where = f"{gpu['name']} (driver {gpu.get('driver')}, CUDA {gpu.get('cuda')}); " if gpu else ""
     kernels = f", torch {record['torch_cpu_capability']} kernels" if record.get("torch_cpu_capability") else ""
+    kernels += ", oneDNN matmul" if record.get("cpu_matmul") == "onednn" else ""
     return (f"{where}{record.get('cpu')} ({', '.join(flags) or 'no AVX2'}){kernels}, {record.get('threads')} "
             f"thread{'s' if record.get('threads') != 1 else ''}; Python {record.get('python')}, torch {record.get('torch')}, "
             f"FAISS {record.get('faiss')}, numpy {record.get('numpy')}, pyarrow {record.get('pyarrow')}"

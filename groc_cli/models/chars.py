@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .kernels import linear
 from .lexicon import PAPER_DEFINITION_WORDS, PAPER_RELATIONS
 
 PAD, BOW, EOW = 0, 1, 2
@@ -153,7 +154,7 @@ class CharEncoder(nn.Module):
         # The activation after the max-pool: both are monotone, so this equals max(act(.)).
         h = self.activation(pooled + self.conv_bias)
         for hw in self.highways:
-            transform, gate = hw(h).chunk(2, dim=-1)
+            transform, gate = linear(h, hw.weight, hw.bias).chunk(2, dim=-1)
             gate = torch.sigmoid(gate)
             h = gate * self.highway_activation(transform) + (1 - gate) * h
         return h

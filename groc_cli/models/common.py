@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .chars import CharEncoder
+from .kernels import linear
 
 ACT: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu,
@@ -177,7 +178,7 @@ class SoftmaxComposed(Composed):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         if self.hidden_fn is not None:
             hidden = self.hidden_fn(hidden)
-        return F.linear(hidden, self.weight, self.bias)
+        return linear(hidden, self.weight, self.bias)
 
     def log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
         lead = hidden.shape[:-1]

@@ -30,6 +30,7 @@ from torch import nn
 from .chars import PlanCache, StringTable, csr_rows, encode_strings
 from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, char_encoder, init_char_encoder, uniform_
 from .config import GroCConfig
+from .kernels import linear
 from .lexicon import Lexicon
 from .registry import register_output_layer
 
@@ -116,7 +117,7 @@ class GroCOutput(OutputLayer):
         for s in range(0, V, step):
             e = min(s + step, V)
             c = c_all[s:e] if word_pos is None else c_all[word_pos[s:e]]
-            y = F.linear(c, weight[:, blocks[0]], self.project.bias)
+            y = linear(c, weight[:, blocks[0]], self.project.bias)
             for block, use, idx, off in ((1, use_rel, rel_idx, rel_off), (2, use_def, def_idx, def_off)):
                 if use:
                     if s == 0 and e == V:  # the whole table: no slicing, no device sync
@@ -126,7 +127,7 @@ class GroCOutput(OutputLayer):
                         sub_idx = idx[int(sub_off[0]) : int(sub_off[-1])]
                         sub_off = sub_off - sub_off[0]
                     mean = F.embedding_bag(sub_idx, c_all, sub_off, mode="mean", include_last_offset=True)
-                    y = torch.addmm(y, mean, weight[:, blocks[block]].t())
+                    y = linear(mean, weight[:, blocks[block]], add_to=y)
             out.append(y)
         return torch.cat(out, dim=0) if len(out) > 1 else out[0]
 
