@@ -6,7 +6,7 @@ with a highway layer over every distinct string of the vocabulary and its lexico
 over every word: on PTB at 2 x 200 these products are most of a step. torch's CPU wheels run them
 in MKL, which on AMD CPUs takes its AVX2 code path even where the CPU has AVX-512; oneDNN, which
 torch also ships, dispatches by instruction set alone. On a 2-core AMD EPYC of the Zen 5
-generation (AVX-512) oneDNN ran these shapes 1.4-2.5 times faster than MKL (docs/benchmarks.md).
+generation (AVX-512) oneDNN ran these shapes 1.5-2.2 times faster than MKL (docs/benchmarks.md).
 The products are the same to float rounding (the sums run in another order), so a model's
 numbers differ in their last digits between the two, as they do between CPUs with and without
 AVX-512.
