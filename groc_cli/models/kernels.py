@@ -120,9 +120,10 @@ class _OneDnnLinear(torch.autograd.Function):
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
            add_to: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` for a 2-D ``x`` (plus ``add_to``, as ``torch.addmm(add_to, x, weight.t())``
-    without a bias), in oneDNN where ``choice()`` says so (float32 on CPU, outside autocast), else exactly as torch computes it."""
+    without a bias), in oneDNN where ``choice()`` says so (float32 on CPU, outside autocast, no empty operand:
+    oneDNN refuses those), else exactly as torch computes it."""
     if x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2 and weight.dtype == torch.float32 \
-            and not torch.is_autocast_enabled("cpu") and choice() == "onednn":
+            and x.numel() and weight.numel() and not torch.is_autocast_enabled("cpu") and choice() == "onednn":
         y = _OneDnnLinear.apply(x, weight, bias)
         return y if add_to is None else add_to + y
     if add_to is None:

@@ -27,9 +27,10 @@ def _with_grads(fn, *tensors):
 
 
 # (rows, inputs, outputs, weight's column block or None, bias, add_to): the highway (bias), the
-# projection's word block (a column block of a wider weight, bias) and its relation block (added).
+# projection's word block (a column block of a wider weight, bias) and its relation block (added),
+# one row, and empty operands (no positions to score; which oneDNN refuses, so torch computes them).
 CASES = [(300, 32, 64, None, True, False), (250, 24, 16, (24, 48), True, False), (250, 24, 16, (48, 72), False, True),
-         (1, 8, 4, None, False, False)]
+         (1, 8, 4, None, False, False), (0, 8, 4, None, True, False), (5, 0, 4, None, True, False)]
 
 
 @needs_onednn
