@@ -23,6 +23,7 @@ import re
 from importlib import metadata
 from pathlib import Path
 
+from .cpu import cpuinfo, torch_capability
 from .version import __version__
 
 #: The CPU flags (as /proc/cpuinfo names them) that select floating-point kernels in torch and FAISS.
@@ -43,27 +44,6 @@ def _version(*distributions: str) -> str | None:
             continue
         return found if i == 0 else f"{found} ({name})"
     return None
-
-
-@functools.lru_cache(maxsize=1)
-def _cpu() -> tuple[str, tuple[str, ...]]:
-    """(CPU model, its vector extensions among VECTOR_FLAGS) from /proc/cpuinfo; platform's
-    processor name and no flags where there is none (macOS, Windows)."""
-    model, flags = "", set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key in ("model name", "Model", "cpu model") and not model:
-                    model = value.strip()
-                elif key in ("flags", "Features") and not flags:
-                    flags = set(value.split())
-                if model and flags:
-                    break
-    except OSError:
-        pass
-    return model or platform.processor() or platform.machine(), tuple(f for f in VECTOR_FLAGS if f in flags)
 
 
 def _gpu(device: str) -> dict | None:
@@ -112,8 +92,8 @@ def environment(device: str = "cpu", lexicon: Path | str | None = None, threads:
 
     from .models.kernels import choice
 
-    model, flags = _cpu()
-    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: None)()
+    info = cpuinfo()
+    capability = torch_capability()
     return {
         "groc": __version__,
         "python": platform.python_version(),
@@ -122,8 +102,8 @@ def environment(device: str = "cpu", lexicon: Path | str | None = None, threads:
         "numpy": _version("numpy"),
         "pyarrow": _version("pyarrow"),
         "platform": platform.platform(),
-        "cpu": model,
-        "cpu_flags": list(flags),
+        "cpu": info.model,
+        "cpu_flags": [f for f in VECTOR_FLAGS if f in info.flags],
         "torch_cpu_capability": capability,
         "cpu_matmul": None if str(device).startswith("cuda") else choice(),
         "cpu_count": os.cpu_count(),

@@ -29,18 +29,20 @@ def test_the_record_holds_every_field():
 
 
 def test_the_cpus_vector_extensions_are_read_from_cpuinfo(monkeypatch, tmp_path):
-    from groc_cli import environment as env
+    from groc_cli import cpu
 
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu sse4_2 avx avx2 fma\n")
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n"
+                       "flags\t\t: fpu sse4_2 avx avx2 fma\n\nprocessor\t: 1\nvendor_id\t: AuthenticAMD\n")
     real_open = open
     monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(cpuinfo if path == "/proc/cpuinfo" else path, *a, **k))
-    env._cpu.cache_clear()
+    cpu.cpuinfo.cache_clear()
     try:
-        record = environment()
+        record, vendor = environment(), cpu.cpuinfo().vendor  # the vendor decides the CPU's matmul library
     finally:
-        env._cpu.cache_clear()
+        cpu.cpuinfo.cache_clear()
     assert record["cpu"] == "AMD EPYC 7B13" and record["cpu_flags"] == ["sse4_2", "avx", "avx2", "fma"]
+    assert vendor == "AuthenticAMD"
     assert "AMD EPYC 7B13 (AVX2)" in describe(record)
 
 

@@ -26,6 +26,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from ..cpu import cpuinfo, torch_capability
 from ..errors import GrocError
 
 ENV = "GROC_CPU_MATMUL"
@@ -45,23 +46,8 @@ def _onednn_op():
 
 
 @functools.lru_cache(maxsize=1)
-def cpu_vendor() -> str:
-    """The CPU's vendor as /proc/cpuinfo names it (GenuineIntel, AuthenticAMD), else ''."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "vendor_id":
-                    return value.strip()
-    except OSError:
-        pass
-    return ""
-
-
-@functools.lru_cache(maxsize=1)
 def _auto() -> str:
-    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: None)() or ""
-    amd_avx512 = cpu_vendor() == "AuthenticAMD" and capability.startswith("AVX512")
+    amd_avx512 = cpuinfo().vendor == "AuthenticAMD" and (torch_capability() or "").startswith("AVX512")
     return "onednn" if amd_avx512 and _onednn_op() is not None else "torch"
 
 

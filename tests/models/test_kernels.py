@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from groc_cli.cpu import CpuInfo
 from groc_cli.environment import describe, environment
 from groc_cli.errors import GrocError
 from groc_cli.models import kernels
@@ -98,7 +99,7 @@ def test_a_models_loss_and_gradients_are_the_same_with_either_library(kind, monk
 def test_auto_takes_onednn_on_amd_cpus_with_avx512_kernels_only(monkeypatch):
     for vendor, capability, expected in (("AuthenticAMD", "AVX512", "onednn"), ("AuthenticAMD", "AVX2", "torch"),
                                          ("GenuineIntel", "AVX512", "torch"), ("", "DEFAULT", "torch")):
-        monkeypatch.setattr(kernels, "cpu_vendor", lambda vendor=vendor: vendor)
+        monkeypatch.setattr(kernels, "cpuinfo", lambda vendor=vendor: CpuInfo("a CPU", vendor, frozenset()))
         monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda capability=capability: capability)
         kernels._auto.cache_clear()
         try:

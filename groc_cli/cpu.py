@@ -1,0 +1,50 @@
+"""The CPU this process runs on: what /proc/cpuinfo says of it and which kernels torch dispatches to.
+
+One reading serves the environment record (``environment.py``: model and vector extensions) and
+the choice of matrix-product library (``models/kernels.py``: vendor and torch's capability), so
+the two cannot disagree about the machine. Free of the rest of the package; torch is imported
+only by ``torch_capability``.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+from typing import NamedTuple
+
+
+class CpuInfo(NamedTuple):
+    model: str  # "AMD EPYC 9B45"; platform's processor name where /proc/cpuinfo is missing
+    vendor: str  # "AuthenticAMD", "GenuineIntel"; "" where unknown
+    flags: frozenset[str]  # every flag of the first processor ("avx2", "avx512f", ...)
+
+
+@functools.lru_cache(maxsize=1)
+def cpuinfo() -> CpuInfo:
+    """The first processor's model, vendor and flags from /proc/cpuinfo (read once); platform's
+    processor name, no vendor and no flags where there is no such file (macOS, Windows)."""
+    model = vendor = ""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "Model", "cpu model") and not model:
+                    model = value.strip()
+                elif key == "vendor_id" and not vendor:
+                    vendor = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+                if model and flags and vendor:
+                    break
+    except OSError:
+        pass
+    return CpuInfo(model or platform.processor() or platform.machine(), vendor, frozenset(flags))
+
+
+def torch_capability() -> str | None:
+    """The CPU kernels torch dispatches to here ("AVX512", "AVX2", "DEFAULT"), None where torch cannot say."""
+    import torch
+
+    return getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: None)()
