@@ -46,6 +46,35 @@ def test_the_cpus_vector_extensions_are_read_from_cpuinfo(monkeypatch, tmp_path)
     assert "AMD EPYC 7B13 (AVX2)" in describe(record)
 
 
+def test_without_cpuinfo_the_record_names_platforms_processor_and_products_stay_torchs(monkeypatch):
+    """macOS and Windows have no /proc/cpuinfo: no vendor, no flags, and auto keeps torch's products."""
+    import platform
+
+    from groc_cli import cpu
+    from groc_cli.models import kernels
+
+    real_open = open
+
+    def no_cpuinfo(path, *a, **k):
+        if path == "/proc/cpuinfo":
+            raise FileNotFoundError(path)
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr("builtins.open", no_cpuinfo)
+    monkeypatch.setattr(platform, "processor", lambda: "arm")
+    monkeypatch.setattr(kernels.torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    cpu.cpuinfo.cache_clear()
+    kernels._auto.cache_clear()
+    try:
+        info, record = cpu.cpuinfo(), environment()
+    finally:
+        cpu.cpuinfo.cache_clear()
+        kernels._auto.cache_clear()
+    assert info == cpu.CpuInfo("arm", "", frozenset())
+    assert record["cpu"] == "arm" and record["cpu_flags"] == [] and record["cpu_matmul"] == "torch"
+    assert "arm (no AVX2)" in describe(record)
+
+
 def test_runs_evaluations_and_dumps_record_their_environment(tmp_path):
     books = REPO / "groc_cli" / "data"
     run_groc("prepare", "--train", books / "austen-persuasion.txt", "--split", "3000,500,500", "-o", tmp_path / "data",
