@@ -81,7 +81,7 @@ def test_cpu_recipes_refuse_bad_rows_and_jobs_before_any_work(tmp_path):
             ("press-wolf.sh", {"ROWS": "untied bogus"}, "press-wolf: ROWS takes untied wt pr wt-pr, not 'bogus'"),
             ("press-wolf.sh", {"JOBS": "0"}, "press-wolf: JOBS must be a whole number of at least 1, not '0'"),
             ("table2-cpu.sh", {"KINDS": "tied bogus"}, "table2-cpu: KINDS takes tied tied-hidden lookup adaptive bilinear "
-                                                       "deep-residual convolutional groc groc-hidden, not 'bogus'"),
+                                                       "deep-residual convolutional groc groc-hidden groc-free-bias, not 'bogus'"),
             ("table2-cpu.sh", {"JOBS": "x"}, "table2-cpu: JOBS must be a whole number of at least 1, not 'x'"),
             ("table2-cpu.sh", {"JOBS": "0"}, "table2-cpu: JOBS must be a whole number of at least 1, not '0'"),
             ("table2-cpu.sh", {"EPOCHS": "0"}, "table2-cpu: EPOCHS must be a whole number of at least 1, not '0'"),
@@ -111,22 +111,25 @@ def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp
     made = calls(tmp_path)
     trains = {c.rsplit("/ptb-", 1)[1]: c for c in made if c.startswith("train ")}
     assert set(trains) == {"lookup", "convolutional", "tied", "tied-hidden", "bilinear", "deep-residual", "adaptive", "groc",
-                           "groc-hidden"}
+                           "groc-hidden", "groc-free-bias"}
     prefix = "--emb 200 --hidden 200 --layers 2 --dropout 0.3 --max-epochs 200 --seed 1"
     for kind, c in trains.items():
-        layer = kind.removesuffix("-hidden")  # the A/B rows: the same layer without input-embedding dropout
+        # the A/B rows: the same layer without input-embedding dropout, or GroC with a free bias
+        layer = kind.removesuffix("-hidden").removesuffix("-free-bias")
         assert f"--config {REPO}/recipes/configs/penn/{layer}.toml {prefix}" in c, c
         assert ("--emb-dropout 0 " if kind.endswith("-hidden") else "--emb-dropout 0.3") in c
+        assert ("--bias free" in c) == (kind == "groc-free-bias")
         assert ("--lexicon" in c) == (layer == "groc") and "--checkpoint-every 300" in c
     evals = [c for c in made if c.startswith("eval ")]
-    assert len(evals) == 27 and sum("--per-token" in c for c in evals) == 9 and sum("--vocab union" in c for c in evals) == 9
-    assert sum(c.endswith("--split train") for c in evals) == 9
+    assert len(evals) == 30 and sum("--per-token" in c for c in evals) == 10 and sum("--vocab union" in c for c in evals) == 10
+    assert sum(c.endswith("--split train") for c in evals) == 10
     compares = [c for c in made if c.startswith("compare ")]
     assert len(compares) == 6 and all(c.endswith("--words 3 --column model --names " + c.split("ptb-")[1].split("/")[0]
                                                  + ",groc") for c in compares)
     table = (tmp_path / "results" / "table2-cpu" / "table2-cpu.md").read_text()
     assert "| tied | 2,653,200 | 13 | early-stopping | 72 | 60.0 | 110.5 | 101.0 | 101.0 | 86.2 |" in table
     assert "| tied, hidden-unit dropout only (A/B) |" in table and "| groc, hidden-unit dropout only (A/B) |" in table
+    assert "| groc, free per-word bias (A/B) |" in table
     assert "GroC minus tied: median loss per training-frequency bin" in table
     assert "GroC minus the best table model, adaptive: median loss" in table and "1-49: -0.250; overall -0.050" in table
     assert ("GroC minus tied, the words that make the difference: summed over every token +451.2 nats; costing GroC "
@@ -144,12 +147,12 @@ def test_table2_cpu_starts_groc_first_and_keeps_the_table_in_its_order(tmp_path)
     r = run_recipe("table2-cpu.sh", tmp_path, JOBS="1")
     assert r.returncode == 0, r.stderr
     order = [c.rsplit("/ptb-", 1)[1] for c in calls(tmp_path) if c.startswith("train ")]
-    assert order == ["groc", "groc-hidden", "tied", "tied-hidden", "lookup", "adaptive", "bilinear", "deep-residual",
-                     "convolutional"]
+    assert order == ["groc", "groc-hidden", "groc-free-bias", "tied", "tied-hidden", "lookup", "adaptive", "bilinear",
+                     "deep-residual", "convolutional"]
     table = (tmp_path / "results" / "table2-cpu" / "table2-cpu.md").read_text()
     rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[1:] == ["tied", "tied, hidden-unit dropout only (A/B)", "lookup", "adaptive", "bilinear", "deep-residual",
-                        "convolutional", "groc", "groc, hidden-unit dropout only (A/B)"]
+                        "convolutional", "groc", "groc, hidden-unit dropout only (A/B)", "groc, free per-word bias (A/B)"]
 
     (tmp_path / "calls").unlink()
     subprocess.run(["rm", "-r", str(tmp_path / "results")], check=True)
@@ -167,7 +170,8 @@ def test_table2_cpu_rows_with_records_outlive_the_work_folder(tmp_path):
     evals.mkdir(parents=True)
     (evals / "ptb-groc.test.json.partial.AbC123").write_text('{"perplexity": 1')
     assert run_recipe("table2-cpu.sh", tmp_path, RECORDS=str(records), **ppl).returncode == 0
-    kinds = ["lookup", "convolutional", "tied", "tied-hidden", "bilinear", "deep-residual", "adaptive", "groc", "groc-hidden"]
+    kinds = ["lookup", "convolutional", "tied", "tied-hidden", "bilinear", "deep-residual", "adaptive", "groc", "groc-hidden",
+             "groc-free-bias"]
     assert sorted(p.name for p in records.iterdir()) == sorted(f"ptb-{k}" for k in kinds)
     assert sorted(p.name for p in (records / "ptb-groc").iterdir()) == [
         "config.json", "metrics.parquet", "summary.json", "test-open.json", "test.json", "test.parquet", "train.json"]
@@ -184,7 +188,7 @@ def test_table2_cpu_rows_with_records_outlive_the_work_folder(tmp_path):
     made = calls(tmp_path)
     assert not [c for c in made if c.split()[0] in ("train", "eval")]
     assert sorted(c.split()[1] for c in made if c.startswith("compare ")) == sorted(
-        f"{records}/ptb-{k}/test.parquet" for k in kinds if k not in ("groc", "tied-hidden", "groc-hidden"))
+        f"{records}/ptb-{k}/test.parquet" for k in kinds if k not in ("groc", "tied-hidden", "groc-hidden", "groc-free-bias"))
     assert (out / "table2-cpu.md").read_text() == table
 
 

@@ -116,13 +116,19 @@ def remap_rows(
     old: torch.Tensor,
     old_words: list[str],
     new_words: list[str],
-    init_range: float,
+    init_range: float = 0.0,
     generator: torch.Generator | None = None,
+    new_rows: str = "random",
 ) -> torch.Tensor:
     """A new per-word table: rows of words in both vocabularies are copied (matched by
-    string), rows of new words are fresh U(-init_range, init_range) draws."""
+    string); rows of new words are fresh U(-init_range, init_range) draws (``new_rows="random"``)
+    or the mean row of ``old`` (``new_rows="mean"``, no draw)."""
     new = old.new_empty((len(new_words),) + tuple(old.shape[1:]))
-    uniform_(new, init_range, generator)
+    if new_rows == "mean":
+        with torch.no_grad():
+            new.copy_(old.detach().mean(0).expand_as(new))
+    else:
+        uniform_(new, init_range, generator)
     index = {w: i for i, w in enumerate(old_words)}
     pairs = [(j, index[w]) for j, w in enumerate(new_words) if w in index]
     if pairs:

@@ -256,6 +256,11 @@ class GroCConfig(CharEncoderSettings, ResidualOutputSettings, ModelConfig):
                                  cli=False)
     max_definition_words: int = setting(PAPER_DEFINITION_WORDS, "Definition words read per word (paper B.1: "
                                         f"{PAPER_DEFINITION_WORDS}).", low=0, cli=False)
+    bias: str = setting("composed", "The output bias: 'composed', b_v = act(w·e_v + a) (paper Eq. 5; no parameter "
+                        "depends on the vocabulary), or 'free', one trained bias per word (the authors' code without "
+                        "--predict_bias, as its Table 2 commands run). A free bias follows the vocabulary by string "
+                        "when it changes (finetune, eval's --vocab, generate's --vocab): a word new to the model gets "
+                        "the mean bias of the words it had.", choices=("composed", "free"))
     bias_activation: str | None = setting(None, "Activation of the composed bias b_v = act(w·e_v + a) (default: "
                                           "`out_activation`; authors' code: tanh).", choices=ACTIVATIONS)
     bias_dropout: float = setting(0.0, "Dropout on the composed bias's input e_v (authors' code: 0.2).",
@@ -265,3 +270,8 @@ class GroCConfig(CharEncoderSettings, ResidualOutputSettings, ModelConfig):
                            "authors' code's default, an f x d projection).", choices=("concat", "add"))
     update_prob: float = setting(1.0, "Probability a step updates output-embedding parameters (paper B.4).",
                                  low=0, high=1)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.bias == "free" and (self.bias_activation is not None or self.bias_dropout):
+            raise SettingError("bias_activation and bias_dropout shape the composed bias; with bias 'free' leave them unset")

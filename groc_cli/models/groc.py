@@ -7,8 +7,12 @@ d_x   = mean of c over x's definition words    (0 when none / ``definitions=Fals
 E_in  = stacked e_x over the vocabulary (input embeddings are rows of it)
 E_out = depth-k residual net over E_in with variational dropout (Eq. 4)
 b_v   = act(w . e_out_v + a)           (Eq. 5; act: bias_activation, default out_activation)
+        or a free per-word bias        (``bias = "free"``: the authors' code without --predict_bias)
 
-No parameter depends on the vocabulary: ``set_vocab`` only rebuilds the string table.
+With the composed bias no parameter depends on the vocabulary: ``set_vocab`` only rebuilds
+the string table. A free bias is the one per-word parameter: ``set_vocab`` keeps the biases of
+words in both vocabularies (matched by string) and gives a new word the mean bias of the
+words the layer had.
 
 Cost. A composition encodes every distinct string once (``chars.StringTable``), then
 gathers relation/definition means with ``embedding_bag``. With ``update_prob`` p < 1
@@ -28,7 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .chars import PlanCache, StringTable, csr_rows, encode_strings
-from .common import ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, char_encoder, init_char_encoder, uniform_
+from .common import (ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, char_encoder, init_char_encoder, remap_rows,
+                     replace_parameter, uniform_)
 from .config import GroCConfig
 from .kernels import linear
 from .lexicon import Lexicon
@@ -56,12 +61,20 @@ class GroCOutput(OutputLayer):
         f = self.chars.out_dim
         self.project = nn.Linear((3 if config.combine == "concat" else 1) * f, d)
         self.net = ResidualOutputNet(d, config.out_depth, config.out_activation, config.out_dropout)
-        self.bias_w = nn.Linear(d, 1)
-        self.bias_act = ACT[config.bias_activation or config.out_activation]
         r = config.init_range
-        for module in (self.project, self.net, self.bias_w):
+        if config.bias == "free":
+            # One trained bias per word, U(±init_range) as every per-word table's (B.1).
+            self.free_bias = nn.Parameter(torch.empty(len(self.vocab)))
+            bias_modules = ()
+        else:
+            self.bias_w = nn.Linear(d, 1)
+            self.bias_act = ACT[config.bias_activation or config.out_activation]
+            bias_modules = (self.bias_w,)
+        for module in (self.project, self.net, *bias_modules):
             for p in module.parameters():
                 uniform_(p, r, generator)
+        if config.bias == "free":
+            uniform_(self.free_bias, r, generator)
         init_char_encoder(self.chars, self.project, config, generator)
         self._build_table(self.vocab)
 
@@ -139,10 +152,13 @@ class GroCOutput(OutputLayer):
             masks = self.net.sample_masks(e_in)
             step = chunk or e_in.size(0)
             e_out = torch.cat([self.net(e_in[s : s + step], masks) for s in range(0, e_in.size(0), step)])
-            # Dropout on the estimator's input (the authors' --bias_drop), not on the embeddings themselves.
-            bias_in = F.dropout(e_out, self.config.bias_dropout, self.training) if self.config.bias_dropout else e_out
-            bias = self.bias_act(self.bias_w(bias_in).squeeze(-1))
+            bias = self.free_bias if self.config.bias == "free" else self._composed_bias(e_out)
         return SoftmaxComposed(e_out, bias, grad=grad, input_weight=e_in)
+
+    def _composed_bias(self, e_out: torch.Tensor) -> torch.Tensor:
+        # Dropout on the estimator's input (the authors' --bias_drop), not on the embeddings themselves.
+        bias_in = F.dropout(e_out, self.config.bias_dropout, self.training) if self.config.bias_dropout else e_out
+        return self.bias_act(self.bias_w(bias_in).squeeze(-1))
 
     def embed(self, ids: torch.Tensor, composed: SoftmaxComposed) -> torch.Tensor:
         if not composed.grad and torch.is_grad_enabled():
@@ -153,9 +169,12 @@ class GroCOutput(OutputLayer):
         return F.embedding(ids, composed.input_weight)
 
     def set_vocab(self, words: list[str], counts=None, generator=None) -> None:
+        if self.config.bias == "free":
+            replace_parameter(self, "free_bias", remap_rows(self.free_bias, self.vocab, list(words), new_rows="mean"))
         self._build_table(list(words))
         self.vocab = list(words)
 
     def output_only_parameters(self) -> list[nn.Parameter]:
         """Parameters used only by the output side (residual net and bias)."""
-        return list(self.net.parameters()) + list(self.bias_w.parameters())
+        bias = [self.free_bias] if self.config.bias == "free" else list(self.bias_w.parameters())
+        return list(self.net.parameters()) + bias

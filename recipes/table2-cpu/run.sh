@@ -20,7 +20,9 @@
 # Rows (KINDS, default all): lookup convolutional tied bilinear deep-residual adaptive groc, and
 # tied-hidden: tied with the paper's hidden-unit dropout only (no input-embedding dropout), the
 # one-variable A/B of the prefix regularization, and groc-hidden, the same A/B for GroC (which underfits
-# where the table models overfit: docs/reproduction.md). By default the two GroC rows start first (each
+# where the table models overfit: docs/reproduction.md), and groc-free-bias: GroC with a free per-word bias
+# (--bias free, the authors' Table 2 setting) instead of the composed one, everything else as the groc row, the
+# one-variable A/B of the bias. By default the GroC rows start first (each
 # takes as long as three or four others), so that the other rows fill the other JOBS around them; a KINDS
 # given starts in its own order.
 # Environment: DATA (default ../shared/data), RESULTS (default results), GROC_WORK (default results/work),
@@ -40,7 +42,7 @@
 # docs/records/table2-cpu/ holds ours), and losing WORK costs only the unfinished rows.
 NAME=table2-cpu
 source "$(dirname "$0")/../lib/common.sh"
-select_kinds tied tied-hidden lookup adaptive bilinear deep-residual convolutional groc groc-hidden
+select_kinds tied tied-hidden lookup adaptive bilinear deep-residual convolutional groc groc-hidden groc-free-bias
 JOBS=${JOBS:-2}
 DROPOUT=${DROPOUT:-0.3}
 EPOCHS=${EPOCHS:-200}
@@ -72,6 +74,7 @@ row() {
   local kind=$1 layer=$1 extra=() lex=()
   case $kind in
     tied-hidden|groc-hidden) layer=${kind%-hidden}; extra=(--emb-dropout 0) ;;
+    groc-free-bias) layer=groc; extra=(--emb-dropout "$DROPOUT" --bias free) ;;
     *) extra=(--emb-dropout "$DROPOUT") ;;
   esac
   [ "$layer" = groc ] && lex=(--lexicon "$WORK/ptb.lexicon.parquet")
@@ -124,7 +127,7 @@ keep_record() {
 # one thread on one core, the others idle (an epoch of it costs about five of tied's: docs/benchmarks.md).
 QUEUE=$KINDS
 if [ "$KINDS" = "$ALL_KINDS" ]; then
-  QUEUE="groc groc-hidden $(for kind in $KINDS; do case $kind in groc|groc-hidden) ;; *) printf '%s ' "$kind" ;; esac; done)"
+  QUEUE="groc groc-hidden groc-free-bias $(for kind in $KINDS; do case $kind in groc*) ;; *) printf '%s ' "$kind" ;; esac; done)"
 fi
 running=0 failed=0
 for kind in $QUEUE; do
@@ -136,7 +139,7 @@ while [ "$running" -gt 0 ]; do wait -n || failed=1; running=$((running - 1)); do
 [ "$failed" = 0 ] || { echo "$NAME: a row failed (above); re-run to resume it" >&2; exit 1; }
 stop_if_some_kinds
 for kind in $KINDS; do
-  case $kind in groc|tied-hidden|groc-hidden) continue ;; esac
+  case $kind in groc|tied-hidden|groc-hidden|groc-free-bias) continue ;; esac
   capture "$OUT/compare-$kind-groc.json" groc compare "$RECORDS/ptb-$kind/test.parquet" "$RECORDS/ptb-groc/test.parquet" \
     --words 3 --column model --names "$kind,groc"
 done

@@ -122,6 +122,40 @@ def test_groc_composes_unseen_words():
     assert torch.isfinite(lp).all() and (lp[:, -2:] > -50).all()
 
 
+def test_groc_free_bias_is_one_trained_bias_per_word_that_follows_the_vocabulary():
+    model = make("groc", bias="free")
+    layer = model.output_layer
+    assert layer.free_bias.shape == (len(VOCAB),) and not hasattr(layer, "bias_w")
+    assert model.num_parameters() == make("groc").num_parameters() - (16 + 1) + len(VOCAB)
+    with torch.no_grad():
+        layer.free_bias.copy_(torch.arange(len(VOCAB), dtype=torch.float32))
+    model.eval()
+    torch.testing.assert_close(model.compose(grad=False).bias, layer.free_bias)
+    # A step trains it like any parameter.
+    model.train()
+    comp = model.compose()
+    h, _ = model(torch.tensor([[2], [4]]), model.init_state(1), comp)
+    comp.nll(h, torch.tensor([[4], [6]])).sum().backward()
+    assert layer.free_bias.grad is not None and layer.free_bias.grad.abs().sum() > 0
+    assert any(p is layer.free_bias for p in layer.output_only_parameters())
+    # Kept words keep their bias by string; a new word gets the mean of the biases the layer had.
+    mean = float(layer.free_bias.detach().mean())
+    model.set_vocab(["cat", "zebra", "<unk>", "<eos>"])
+    assert layer.free_bias.tolist() == pytest.approx([VOCAB.index("cat"), mean, 0.0, 1.0])
+    model.eval()
+    with torch.no_grad():
+        lp = model.compose(grad=False).log_probs(torch.zeros(1, 16))
+    assert lp.shape == (1, 4) and torch.isfinite(lp).all()
+
+
+def test_groc_free_bias_refuses_the_composed_bias_settings():
+    for kw in ({"bias_activation": "tanh"}, {"bias_dropout": 0.2}):
+        with pytest.raises(ValueError, match="with bias 'free' leave them unset"):
+            tiny_config("groc", bias="free", **kw)
+    with pytest.raises(ValueError, match="bias"):
+        tiny_config("groc", bias="learned")
+
+
 @pytest.mark.parametrize("flag,table", [("relations", "relations"), ("definitions", "definitions")])
 def test_ablation_flags_ignore_lexicon(flag, table):
     torch.manual_seed(0)
