@@ -178,3 +178,22 @@ def test_api_settings_errors_name_the_setting(work):
         run.generate("the", top_p=0)
     with pytest.raises(GrocError, match=r"^vocab .*GroC"):
         run.generate("the", vocab=["captain"])
+
+
+def test_tokenize_reads_a_raw_prompt_as_its_words(work):
+    """`--tokenize` once joined the letters of the tokenizer's string ("a n d t h e l o r d"): the prompt a
+    sample continues is the prompt's Moses tokens, lowercased with --lower, from an argument or --input."""
+    from groc_cli import load_run
+
+    args = ("--tokenize", "--lower", "--json", "--temperature", "0", "--max-tokens", "2")
+    record = json.loads(lines(generate(work, "groc", "Anne's captain, here.", *args))[0])
+    assert record["prompt"] == "anne 's captain , here ."
+    again = json.loads(lines(generate(work, "groc", *args, "--input", "-", input=b"Anne's captain, here.\n"))[0])
+    assert again == record
+    # Greedy: the first word is the model's most probable after the tokenized prompt, as the API computes it.
+    run = load_run(work / "groc")
+    if record["tokens"]:
+        expected = run.log_probs("anne 's captain , here .").max()
+        assert record["tokens"][0][1] == pytest.approx(float(expected), abs=1e-5)
+    plain = json.loads(lines(generate(work, "groc", "Anne's captain, here.", "--json", "--max-tokens", "1"))[0])
+    assert plain["prompt"] == "Anne's captain, here."  # without --tokenize the prompt is read as it is

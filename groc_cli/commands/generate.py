@@ -85,7 +85,8 @@ def generate(
                 prompts = decode_lines(stream, errors=errors.value, name="stdin" if input == "-" else input)
             if tokenize:
                 options = TokenizeOptions(lower=lower)
-                prompts = (" ".join(tokenize_line(line, options)) for line in prompts)
+                # tokenize_line returns the line's tokens joined by spaces: a string, not a list to join.
+                prompts = (tokenize_line(line, options) for line in prompts)
             prompts = _not_empty(prompts, input)
             with S.setting_errors(ctx, SettingError):
                 started = False
