@@ -167,12 +167,26 @@ if [ "$VERB" = run ]; then
   exit 0
 fi
 
-# unpack
+# unpack: what comes back is untrusted (GUIDE 18). The pack made here, never the returned archive, says which
+# runs may come back and where they go; the archive is extracted by recipes/lib/returned.py only if every
+# member is a regular file or folder under one of those runs (no links, devices, owners or modes from it),
+# and its manifest must be the one packed here. Anything else is one line, exit 2, and nothing changes here.
 [ -d "$DIR" ] && compgen -G "$DIR/state.tar.*" > /dev/null || die "$DIR holds no state.tar parts from gpu-resume.sh run"
-tmp=$(mktemp -d "$PACK.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-cat "$DIR"/state.tar.* | tar -C "$tmp" -xf - 2> /dev/null || die "the state.tar parts in $DIR are incomplete or damaged"
+[ -f "$PACK/manifest.tsv" ] && [ ! -L "$PACK" ] && [ ! -L "$PACK/manifest.tsv" ] \
+  || die "no pack here ($PACK/manifest.tsv): unpack puts back only the runs that pack copied from this machine"
+ids=$(cut -f1 "$PACK/manifest.tsv" | paste -sd, -)
+work=$(mktemp -d "$PACK.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+tmp=$work/state
+"${PYTHON:-python3}" "$ROOT/recipes/lib/returned.py" untar --name "$NAME" --into "$tmp" --runs "$ids" \
+  "$DIR"/state.tar.* || exit 2
 [ -f "$tmp/manifest.tsv" ] && [ -f "$tmp/back.tsv" ] || die "the state.tar parts in $DIR are incomplete or damaged"
+cmp -s "$tmp/manifest.tsv" "$PACK/manifest.tsv" \
+  || die "the state.tar parts in $DIR are not of the pack made here (their manifest.tsv differs); nothing was put back"
+while IFS= read -r i; do
+  [[ "$i" =~ ^[0-9]+$ ]] && grep -q "^$i"$'\t' "$PACK/manifest.tsv" \
+    || die "the state.tar parts in $DIR name a run that was not packed here ('$i' in back.tsv); nothing was put back"
+done < "$tmp/back.tsv"
 back=0 kept=0
 while IFS=$'\t' read -r i abs sum; do
   if ! grep -qx "$i" "$tmp/back.tsv"; then
@@ -195,6 +209,6 @@ while IFS=$'\t' read -r i abs sum; do
   mv "$abs" "$abs.gpu-resume.old" && mv "$abs.gpu-resume.new" "$abs" && rm -rf "$abs.gpu-resume.old"
   echo "$NAME: $abs: put back ($(grep -cE '^epoch [0-9]+:' "$tmp/runs/$i.log" 2>/dev/null || true) epoch(s) ended on the lease)"
   back=$((back + 1))
-done < "$tmp/manifest.tsv"
+done < "$PACK/manifest.tsv"
 echo "$NAME: $back run(s) put back, $kept left as they were"
 [ "$kept" = 0 ] || exit 1

@@ -18,8 +18,10 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
@@ -230,23 +232,84 @@ def _tail(path: Path, lines: int) -> list[str]:
         return []
 
 
+#: The datasets a window trains (gpu-table2.sh's DATASET): the only names unpack writes files for.
+DATASETS = ("ptb", "wt2")
+
+
+class BadBundle(Exception):
+    """A bundle that came back other than collect writes it: one line, and nothing written."""
+
+
+def _bundle_file(bundle_dir: Path, name: str) -> Path:
+    path = bundle_dir / name
+    if path.is_symlink() or not path.is_file():
+        raise BadBundle(f"{path} is not a regular file")
+    return path
+
+
+def read_bundle(bundle_dir: Path) -> tuple[str, dict[str, pa.Table], dict]:
+    """The dataset, each output layer's per-token table (as groc eval wrote it) and runs.json of a bundle that came
+    back from another machine, every name and value checked before anything is written (GUIDE 18)."""
+    try:
+        record = json.loads(_bundle_file(bundle_dir, "runs.json").read_text())
+        dataset = record["window"]["dataset"]
+        evaluations = record["runs"]
+    except BadBundle:
+        raise
+    except (OSError, ValueError, RecursionError, KeyError, TypeError) as exc:
+        raise BadBundle(f"{bundle_dir / 'runs.json'} is not a collect record ({type(exc).__name__})") from None
+    if dataset not in DATASETS:
+        raise BadBundle(f"runs.json names the dataset {str(dataset)[:40]!r}, not one of {', '.join(DATASETS)}")
+    try:
+        table = pq.read_table(_bundle_file(bundle_dir, "per-token.parquet"))
+        meta = json.loads(table.schema.metadata[b"groc"])["evaluations"]
+        shared = table.select(["position", "word", "in_train", "train_freq"])
+    except BadBundle:
+        raise
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, pa.ArrowException) as exc:
+        raise BadBundle(f"{bundle_dir / 'per-token.parquet'} is not collect's per-token table "
+                        f"({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})") from None
+    if not isinstance(meta, dict):
+        raise BadBundle(f"{bundle_dir / 'per-token.parquet'} does not list its evaluations")
+    tables = {}
+    for kind, provenance in meta.items():
+        if kind not in KINDS:
+            raise BadBundle(f"per-token.parquet names the output layer {str(kind)[:40]!r}, not one of {', '.join(KINDS)}")
+        if kind not in table.column_names or not pa.types.is_floating(table.schema.field(kind).type):
+            raise BadBundle(f"per-token.parquet has no float column of log-probabilities for {kind}")
+        if not isinstance(evaluations, dict) or not isinstance(evaluations.get(kind), dict):
+            raise BadBundle(f"runs.json has no record of the {kind} run")
+        logp = table[kind].cast(pa.float64())
+        values = logp.to_numpy(zero_copy_only=False)
+        if logp.null_count or not (values <= 0).all():  # NaN fails too
+            raise BadBundle(f"per-token.parquet's {kind} log-probabilities are not all finite-or-minus-infinity and <= 0")
+        t = shared.append_column("model_logp", logp).append_column("final_logp", logp)
+        tables[kind] = t.replace_schema_metadata({b"groc": json.dumps(provenance, sort_keys=True).encode()})
+    return dataset, tables, evaluations
+
+
 def unpack(bundle_dir: Path, out: Path) -> None:
     """Each run's per-token file and evaluation back from a collected bundle, as groc eval wrote them
     (provenance included, log-probabilities as float64 from the bundle's float32), named
-    <dataset>-<output>.test.tokens.parquet and .test.json: `groc compare` takes them (Figure 3)."""
-    table = pq.read_table(bundle_dir / "per-token.parquet")
-    meta = json.loads(table.schema.metadata[b"groc"])["evaluations"]
-    record = json.loads((bundle_dir / "runs.json").read_text())
-    dataset = record["window"]["dataset"]
-    shared = table.select(["position", "word", "in_train", "train_freq"])
+    <dataset>-<output>.test.tokens.parquet and .test.json: `groc compare` takes them (Figure 3). The
+    bundle is read and checked whole first, the files are written in a folder aside and moved into
+    ``out`` only once all are written; names come from the known datasets and output layers only."""
+    dataset, tables, evaluations = read_bundle(bundle_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for kind, provenance in meta.items():
-        logp = table[kind].cast(pa.float64())
-        t = shared.append_column("model_logp", logp).append_column("final_logp", logp)
-        t = t.replace_schema_metadata({b"groc": json.dumps(provenance, sort_keys=True).encode()})
-        pq.write_table(t, out / f"{dataset}-{kind}.test.tokens.parquet", compression="zstd")
-        (out / f"{dataset}-{kind}.test.json").write_text(json.dumps(record["runs"][kind]["evaluation"], indent=1) + "\n")
-        print(out / f"{dataset}-{kind}.test.tokens.parquet")
+    aside = Path(tempfile.mkdtemp(prefix=".unpack.", dir=out))
+    try:
+        names = []
+        for kind, t in tables.items():
+            pq.write_table(t, aside / f"{dataset}-{kind}.test.tokens.parquet", compression="zstd")
+            (aside / f"{dataset}-{kind}.test.json").write_text(json.dumps(evaluations[kind].get("evaluation"),
+                                                                          indent=1) + "\n")
+            names += [f"{dataset}-{kind}.test.tokens.parquet", f"{dataset}-{kind}.test.json"]
+        for name in names:
+            os.replace(aside / name, out / name)
+            if name.endswith(".parquet"):
+                print(out / name)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def check_bundle(out: Path) -> None:
@@ -276,7 +339,11 @@ def main(argv: list[str] | None = None) -> None:
         bundle(args.state, args.out)
         check_bundle(args.out)
     else:
-        unpack(args.bundle, args.out)
+        try:
+            unpack(args.bundle, args.out)
+        except BadBundle as exc:
+            print(f"gpu-table2: unpack refused: {exc}; nothing was written", file=sys.stderr)
+            sys.exit(2)
 
 
 if __name__ == "__main__":
