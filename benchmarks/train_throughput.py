@@ -41,12 +41,26 @@ MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": 
 PTB_TRAIN = Path(os.environ.get("GROC_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) / "ptb" / "ptb.train.txt"
 
 # The 45 WordNet lexicographer files (lexnames(5WN)), in NLTK's "lexnames" format.
-def model_config(args, kind: str, **extra) -> ModelConfig:
-    """KIND's settings: the [model] section of ``--config`` (KIND in the path standing for the
-    kind) when given, then --emb/--hidden/--layers and --dropout (when given) over it."""
+def parse_variants(specs: list[str]) -> dict[str, tuple[str, str]]:
+    """--variant NAME=KIND:CONFIG values as {NAME: (KIND, CONFIG)}, or a one-line exit."""
+    out = {}
+    for spec in specs:
+        name, _, rest = spec.partition("=")
+        kind, _, path = rest.partition(":")
+        if not name or kind not in KINDS or not Path(path).is_file() or name in out:
+            sys.exit(f"error: --variant {spec!r}: expected a new NAME=KIND:CONFIG with KIND one of {', '.join(KINDS)} "
+                     "and CONFIG an existing file")
+        out[name] = (kind, path)
+    return out
+
+
+def model_config(args, kind: str, config: str | None = None, **extra) -> ModelConfig:
+    """KIND's settings: the [model] section of ``config`` or ``--config`` (KIND in the path standing for
+    the kind) when given, then --emb/--hidden/--layers and --dropout (when given) over it."""
     settings = {}
-    if args.config:
-        path = Path(args.config.replace("KIND", kind))
+    config = config or args.config
+    if config:
+        path = Path(config.replace("KIND", kind))
         if not path.is_file():
             sys.exit(f"error: --config {path} not found")
         settings = toml_loads(path.read_text(encoding="utf-8")).get("model", {})
@@ -198,6 +212,10 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true", help="also run each kind with torch.compile (its forward and "
                     "its output layer's composition; default inductor backend) as KIND+compile, in the same round-robin; "
                     "compilation happens in the warmup steps, which are not timed")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=KIND:CONFIG",
+                    help="also time KIND with the [model] section of CONFIG (then --emb/--hidden/--layers/--dropout over "
+                    "it) under NAME, in the same round-robin; repeatable, e.g. groc-paper=groc:recipes/configs/penn/groc.toml "
+                    "groc-small=groc:recipes/configs/penn/groc-small-encoder.toml")
     ap.add_argument("--cpu-matmul", default="auto", help="comma-separated libraries of the output layer's matrix "
                     f"products on CPU ({', '.join(CHOICES)}; groc_cli/models/kernels.py): every kind but adaptive (whose "
                     "products are torch's) runs with each, as KIND+LIBRARY after the first, in the same round-robin")
@@ -223,6 +241,9 @@ def main() -> None:
         log(f"lexicon: {len(lexicon.relations)} words with relations, "
             f"{len(lexicon.definitions)} with definitions ({time.perf_counter() - t0:.1f}s)")
 
+    variants = parse_variants(args.variant)
+    if lexicon is None and any(kind == "groc" for kind, _ in variants.values()):
+        lexicon = Lexicon.from_parquet(args.lexicon) if args.lexicon else wordnet_lexicon(vocab)
     runs = [(k, None) for k in kinds if k != "groc"]
     if "groc" in kinds:
         runs += [("groc", p) for p in probs]
@@ -235,6 +256,8 @@ def main() -> None:
                                                                      matmul=matmul)
         if args.compile:
             runners[f"{name}+compile"] = Runner(kind, config, vocab, lexicon, data, args, device, compiled=True)
+    for name, (kind, path) in variants.items():
+        runners[name] = Runner(kind, model_config(args, kind, config=path), vocab, lexicon, data, args, device)
     # Round-robin over kinds, one step each: load from other processes on a shared
     # machine then hits every kind alike; the median step time drops stragglers.
     for step in range(args.warmup + args.steps):

@@ -90,7 +90,8 @@ AUTHORS_CHAR_RANGE = 0.1
 def char_encoder(config) -> CharEncoder:
     """The char-CNN of a groc or convolutional layer, as config says (filters, activations)."""
     return CharEncoder(config.char_emb, config.char_filters, config.highway_layers,
-                       ACT[config.char_activation], ACT[config.highway_activation])
+                       ACT[config.char_activation], ACT[config.highway_activation],
+                       projection=config.emb if config.char_projection else None)
 
 
 def init_char_encoder(chars: nn.Module, projection: nn.Linear, config, generator: torch.Generator | None = None) -> None:
@@ -106,6 +107,8 @@ def init_char_encoder(chars: nn.Module, projection: nn.Linear, config, generator
             uniform_(chars.conv_weight, AUTHORS_CHAR_RANGE, generator).mul_(chars.conv_mask)
             for highway in chars.highways:
                 uniform_(highway.weight, AUTHORS_CHAR_RANGE, generator)
+            if hasattr(chars, "projection"):
+                uniform_(chars.projection.weight, AUTHORS_CHAR_RANGE, generator)
             uniform_(projection.weight, AUTHORS_CHAR_RANGE, generator)
             if projection.bias is not None:
                 projection.bias.zero_()

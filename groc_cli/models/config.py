@@ -197,6 +197,9 @@ class CharEncoderSettings:
                                    choices=ACTIVATIONS)
     highway_activation: str = setting("relu", "Activation of the highway layers' transform (authors' code: selu).",
                                       choices=ACTIVATIONS)
+    char_projection: bool = setting(False, "Project the surface encoding to `emb` dimensions after the highway (no "
+                                    "bias), as the authors' code does (its 1024 -> d projection); GroC's relations, "
+                                    "definitions and combination then work in `emb` dimensions.")
     max_word_chars: int = setting(20, "Characters of a word the char-CNN reads.", low=1, cli=False)
     compose_chunk: int = setting(16384, "Strings per chunk when composing without autograd.", low=1, cli=False)
 

@@ -568,3 +568,56 @@ def test_composition_and_its_gradients_equal_a_naive_float64_implementation():
     for name, grad in reference.items():
         # Entries past a filter's width are held at zero by the mask: neither path moves them.
         torch.testing.assert_close(ours[name], grad, msg=name)
+
+
+@pytest.mark.parametrize("activation", ["relu", "selu", "tanh"])
+def test_highway_with_its_own_backward_equals_autograds_composition(activation):
+    from groc_cli.models.chars import Highway
+    from groc_cli.models.common import ACT
+
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(40, 6, dtype=torch.float64, generator=g, requires_grad=True)
+    w = (torch.randn(12, 6, dtype=torch.float64, generator=g) * 0.5).requires_grad_()
+    b = torch.randn(12, dtype=torch.float64, generator=g, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda h, w, b: Highway.apply(h, w, b, activation), (h, w, b))
+    transform, gate = torch.nn.functional.linear(h, w, b).chunk(2, dim=-1)
+    gate = torch.sigmoid(gate)
+    reference = gate * ACT[activation](transform) + (1 - gate) * h
+    ours = Highway.apply(h, w, b, activation)
+    assert torch.equal(ours, reference)  # the forward is computed in the same order: the same bits
+    upstream = torch.randn(40, 6, dtype=torch.float64, generator=g)
+    expected = torch.autograd.grad(reference, (h, w, b), upstream)
+    for got, want in zip(torch.autograd.grad(ours, (h, w, b), upstream), expected):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_paper_size_surface_encoder_gives_the_papers_groc_parameter_counts():
+    """Table 2: GroC 9M on PTB and WikiText-2; Table 11: 9.7M. The configs' encoder (1,024 filters of widths
+    1-6, a 1,024-wide highway and a 1,024 -> d projection) gives them within 5%, with either bias."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "recipes" / "configs"
+    for dataset, size in (("penn", 10000), ("wikitext2", 33278)):
+        settings = tomllib.loads((root / dataset / "groc.toml").read_text())["model"]
+        assert settings["char_projection"] and sum(n for _, n in settings["char_filters"]) == 1024
+        for bias in ("composed", "free"):
+            n = build_model(ModelConfig(**settings, bias=bias), [f"w{i}" for i in range(size)]).num_parameters()
+            assert 9.0e6 * 0.95 <= n <= 9.7e6 * 1.05, (dataset, bias, n)
+        small = tomllib.loads((root / dataset / "groc-small-encoder.toml").read_text())["model"]
+        assert "char_filters" not in small  # groc's default 256-filter encoder, kept under its own name
+        assert build_model(ModelConfig(**small), [f"w{i}" for i in range(size)]).num_parameters() < 7.5e6
+
+
+@pytest.mark.parametrize("kind", ["groc", "convolutional"])
+def test_char_projection_maps_the_surface_encoding_to_emb(kind):
+    model = make(kind, char_projection=True)
+    chars = model.output_layer.chars
+    assert chars.out_dim == 16 and chars.n_filters == 32 and chars.projection.weight.shape == (16, 32)
+    assert chars.projection.bias is None
+    if kind == "groc":
+        assert model.output_layer.project.weight.shape == (16, 3 * 16)  # [c; r; d] in emb dimensions
+    comp = model.compose()
+    h, _ = model(torch.tensor([[2], [4]]), model.init_state(1), comp)
+    comp.nll(h, torch.tensor([[4], [6]])).sum().backward()
+    assert chars.projection.weight.grad.abs().sum() > 0
