@@ -159,73 +159,12 @@ class CharEncoder(nn.Module):
         # The activation after the max-pool: both are monotone, so this equals max(act(.)).
         h = self.activation(pooled + self.conv_bias)
         for hw in self.highways:
-            h = highway(h, hw.weight, hw.bias, self.highway_activation)
+            transform, gate = linear(h, hw.weight, hw.bias).chunk(2, dim=-1)
+            gate = torch.sigmoid(gate)
+            h = gate * self.highway_activation(transform) + (1 - gate) * h
         if hasattr(self, "projection"):
             h = linear(h, self.projection.weight)
         return h
-
-
-_SELU_SCALE, _SELU_ALPHA = 1.0507009873554805, 1.6732632423543772
-#: The highway activations whose derivative ``Highway`` computes from the activation's output.
-_HIGHWAY_ACTIVATIONS = {F.relu: "relu", F.selu: "selu", torch.tanh: "tanh"}
-
-
-def highway(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, activation) -> torch.Tensor:
-    """One highway layer, g * act(W_t h + b_t) + (1 - g) * h with g = sigmoid(W_g h + b_g) (``weight`` stacks
-    W_t over W_g), as ``Highway`` computes it; under autocast, or for another activation, as autograd
-    composes it."""
-    name = _HIGHWAY_ACTIVATIONS.get(activation)
-    if name is None or torch.is_autocast_enabled(h.device.type) or h.dim() != 2:
-        transform, gate = linear(h, weight, bias).chunk(2, dim=-1)
-        gate = torch.sigmoid(gate)
-        return gate * activation(transform) + (1 - gate) * h
-    return Highway.apply(h, weight, bias, name)
-
-
-class Highway(torch.autograd.Function):
-    """A highway layer with a hand-written backward: the same function and gradients as autograd's
-    (to float rounding), with fewer passes over the [strings, 2 x filters] activations. At the paper's
-    1,024 filters over PTB's 20,583 strings every pass is 84 MB: autograd's chunk and its backward's
-    concatenation, and the separate gate, carry and activation products, took about a third of the
-    composition's time on CPU (benchmarks/step_phases.py). The gradient of both halves is written into
-    one buffer (no concatenation); the activation's derivative comes from its output (relu: t > 0, tanh:
-    1 - t^2, selu: scale where t > 0, else t + scale * alpha), so the pre-activations are not kept."""
-
-    @staticmethod
-    def forward(ctx, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, name: str) -> torch.Tensor:
-        f = h.size(1)
-        z = linear(h, weight, bias)
-        t = F.relu(z[:, :f]) if name == "relu" else F.selu(z[:, :f]) if name == "selu" else torch.tanh(z[:, :f])
-        g = torch.sigmoid(z[:, f:])
-        del z
-        # g t + (1 - g) h, in the order autograd's composition computes it (the same bits).
-        out = torch.mul(g, t).add_(torch.rsub(g, 1).mul_(h))
-        ctx.save_for_backward(h, weight, t, g)
-        ctx.name = name
-        return out
-
-    @staticmethod
-    def backward(ctx, d: torch.Tensor):
-        h, weight, t, g = ctx.saved_tensors
-        f = h.size(1)
-        dz = d.new_empty(d.size(0), 2 * f)
-        dt, dg = dz[:, :f], dz[:, f:]
-        carry = torch.rsub(g, 1)  # 1 - g
-        torch.sub(t, h, out=dg)
-        dg.mul_(d).mul_(g).mul_(carry)  # d (t - h) g (1 - g)
-        torch.mul(d, g, out=dt)
-        if ctx.name == "relu":
-            dt.mul_(t > 0)
-        elif ctx.name == "tanh":
-            dt.mul_(torch.rsub(torch.mul(t, t), 1))
-        else:
-            dt.mul_(torch.where(t > 0, torch.full_like(t, _SELU_SCALE), t + _SELU_SCALE * _SELU_ALPHA))
-        dh = carry.mul_(d)  # the carry path, d (1 - g)
-        if ctx.needs_input_grad[0]:
-            dh = torch.addmm(dh, dz, weight)
-        dw = dz.t().mm(h) if ctx.needs_input_grad[1] else None
-        db = dz.sum(0) if ctx.needs_input_grad[2] else None
-        return (dh if ctx.needs_input_grad[0] else None), dw, db, None
 
 
 class WindowConvMax(torch.autograd.Function):

@@ -32,6 +32,7 @@ from ..errors import GrocError, SettingError
 from ..runtime import rebalance_threads
 from ..settings import check_fields, setting
 from ..run_storage import write_weights
+from .graphed import READ_EVERY, GraphedEval, StaticStep, graph_unsupported, make_graph_optimizer, tensor_lr
 from .seed import rng_state, set_rng_state
 
 
@@ -81,6 +82,9 @@ class TrainConfig:
     tar_beta: float = setting(0.0, "Temporal activation regularization β·mean((h_t − h_{t−1})²) on the last layer's "
                               "output before dropout (authors' code: 1).", low=0)
     seed: int = setting(1, "Seed for initialisation, dropout and `update_prob` draws.")
+    graph: bool = setting(True, "On CUDA, run each training step and each validation chunk as one captured CUDA graph "
+                          "(the same computation, launched at once; training/graphed.py); --no-graph launches kernels "
+                          "one by one. Ignored on CPU, and where a step cannot be captured (the log says why).")
     amp: bool = setting(False, "bfloat16 mixed precision on CUDA (ignored on CPU). Off by default: the convolutional "
                         "output layer diverged under it at the paper's size (docs/reproduction.md).")
     checkpoint_every: int = setting(0, "Also checkpoint every N steps (0: at epoch ends).", low=0)
@@ -151,11 +155,17 @@ def world() -> tuple[int, int]:
     return 0, 1
 
 
-def evaluate_loss(model, columns: torch.Tensor, chunk: int = 256, amp: bool = False) -> tuple[float, int]:
-    """Summed NLL and token count over [N, B] columns, hidden state carried across chunks."""
+def evaluate_loss(model, columns: torch.Tensor, chunk: int = 256, amp: bool = False, graphed=None) -> tuple[float, int]:
+    """Summed NLL and token count over [N, B] columns, hidden state carried across chunks (``graphed``: a
+    ``GraphedEval`` of the same batch and chunk, which runs them as CUDA graphs)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
+    if graphed is not None:
+        try:
+            return graphed.loss(columns.to(device))
+        finally:
+            model.train(was_training)
     total, count = 0.0, 0
     with torch.no_grad(), _autocast(device, amp):
         composed = model.compose(grad=False)
@@ -178,15 +188,21 @@ def make_optimizer(parameters, config: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.Adam(parameters, lr=config.lr, eps=config.adam_eps, weight_decay=config.weight_decay)
 
 
-def _autocast(device: torch.device, amp: bool):
+def _autocast(device: torch.device, amp: bool, graph: bool = False):
     if amp and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+        # Inside a captured graph autocast must not cache casts across replays (torch.cuda.graphs' advice).
+        return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False if graph else None)
     return torch.autocast(device.type, enabled=False)
 
 
 class Trainer:
+    """``static`` (None: as ``config.graph`` and the device decide) trains through ``graphed.StaticStep``:
+    captured as CUDA graphs on CUDA, and on any device without capture when True (the CPU test of the
+    restructured step)."""
+
     def __init__(self, model, train_cols: torch.Tensor, valid_cols: torch.Tensor | None, config: TrainConfig,
-                 run_dir: Path, device: torch.device, on_epoch: Callable[[dict], None] | None = None):
+                 run_dir: Path, device: torch.device, on_epoch: Callable[[dict], None] | None = None,
+                 static: bool | None = None):
         self.model = model
         self.train_cols = train_cols
         self.valid_cols = valid_cols
@@ -194,7 +210,31 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.device = device
         self.rank, self.world = world()
-        self.optimizer = make_optimizer(model.parameters(), config)
+        self.capture = False
+        if static is None and config.graph and device.type == "cuda":
+            reason = graph_unsupported(model, config, device, self.world)
+            if reason is None:
+                static = self.capture = True
+            else:
+                log(f"training without CUDA graphs: {reason}")
+        if self.capture:
+            self.optimizer = make_graph_optimizer(model.parameters(), config, device)
+        else:
+            self.optimizer = make_optimizer(model.parameters(), config)
+        self.static = None
+        if static and model.output_layer.sparse_updates and model.config.update_prob < 1.0:
+            raise ValueError("the static step composes with autograd every step: update_prob < 1 trains eagerly")
+        if static:
+            self.static = StaticStep(model, self.optimizer, config, train_cols.size(1), device,
+                                     lambda: _autocast(device, config.amp, graph=self.capture), self._activation_penalty,
+                                     capture=self.capture)
+            self.train_dev = train_cols.to(device)
+        self.graphed_eval = None
+        if self.capture and valid_cols is not None:
+            self.graphed_eval = GraphedEval(model, valid_cols.size(1), 256, device,
+                                            lambda: _autocast(device, config.amp, graph=True))
+        self._unread: list[tuple] = []  # the host's part of the step rows the ring has not been read for
+        self._eager_row: tuple = ()
         self.update_gen = torch.Generator().manual_seed(config.seed + 7919)
         self.pos = Position()
         self.metrics: list[dict] = []
@@ -207,9 +247,19 @@ class Trainer:
         self.pending_record: dict | None = None
 
     # -- checkpoints -------------------------------------------------------------------
+    def _optimizer_state(self) -> dict:
+        # A learning rate kept as a device tensor for the graphs is saved as a float, as an eager run's is.
+        state = self.optimizer.state_dict()
+        for group in state["param_groups"]:
+            if isinstance(group.get("lr"), torch.Tensor):
+                group["lr"] = float(group["lr"])
+        return state
+
     def _trainer_state(self) -> dict:
+        if self.static is not None and self.pos.batch > 0:  # mid-epoch: the state the buffers carry
+            self.state = self.static.get_state()
         return {
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": self._optimizer_state(),
             "position": asdict(self.pos),
             "metrics": [dict(m) for m in self.metrics],
             "rng": rng_state(),
@@ -221,6 +271,8 @@ class Trainer:
         """Continue from `saved`, the trainer state that run.load_checkpoint returned (it has
         already put the checkpoint's weights into the model)."""
         self.optimizer.load_state_dict(saved["optimizer"])
+        if self.capture:
+            tensor_lr(self.optimizer, self.device)
         self.pos = _position(saved["position"])
         if not isinstance(saved["metrics"], list) or not all(isinstance(m, dict) for m in saved["metrics"]):
             raise TypeError("metrics is not a list of per-epoch records")
@@ -255,6 +307,7 @@ class Trainer:
         the previous checkpoint whole (a best/ newer than last/ would not be)."""
         if self.rank != 0:
             return
+        self._read_steps()  # every step up to here is in the record
         with atomic_group(self.run_dir) as aside:
             if best:
                 write_weights(self.model, aside(self.run_dir / "best", directory=True))
@@ -301,11 +354,14 @@ class Trainer:
     # -- the loop ------------------------------------------------------------------------
     def _set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            if isinstance(group["lr"], torch.Tensor):
+                group["lr"].fill_(lr)  # in place: a captured graph reads it where it is
+            else:
+                group["lr"] = lr
 
     @property
     def lr(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
+        return float(self.optimizer.param_groups[0]["lr"])
 
     def _allreduce_grads(self) -> None:
         # Data parallelism as torch DDP does it (averaged gradients), done explicitly because
@@ -338,48 +394,27 @@ class Trainer:
             epoch_start = time.perf_counter() - self.pos.epoch_seconds
             partial = False
             starts = range(self.pos.batch, self.train_cols.size(0) - 1, cfg.bptt)
+            if self.static is not None:
+                self.static.set_state(None if self.pos.batch == 0 else self.state)
             for i in starts:
                 step_start = time.perf_counter()
                 n = min(cfg.bptt, self.train_cols.size(0) - 1 - i)
-                x = self.train_cols[i : i + n].to(self.device, non_blocking=True)
-                y = self.train_cols[i + 1 : i + 1 + n].to(self.device, non_blocking=True)
-                self.state = model.detach_state(self.state)
-                with _autocast(self.device, cfg.amp):
-                    composed = model.compose(grad=model.sample_update(self.update_gen))
-                    hidden, self.state = model(x, self.state, composed)
-                    nll = composed.nll(hidden.reshape(-1, hidden.size(-1)).float(), y.reshape(-1))
-                    loss = nll.mean() + model.regularization() + self._activation_penalty(hidden)
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if self.world > 1:
-                    self._allreduce_grads()
-                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip if cfg.clip > 0 else math.inf)
-                # One device sync per step for the loss, the gradient norm and the epoch's sum;
-                # both checks still come before the weights are updated.
-                value, norm_value, nll_sum = torch.stack(
-                    [loss.detach().double(), norm.detach().double(), nll.detach().double().sum()]).tolist()
-                if not math.isfinite(value):
-                    raise NonFiniteLoss(
-                        f"non-finite loss ({value}) at epoch {self.pos.epoch}, step {self.pos.step + 1}: "
-                        "lower `lr` or `clip`"
-                    )
-                if not math.isfinite(norm_value):
-                    raise NonFiniteLoss(
-                        f"non-finite gradient norm at epoch {self.pos.epoch}, step {self.pos.step + 1} (the weights were "
-                        "not updated): lower `lr`"
-                    )
-                self.optimizer.step()
-                tokens = y.numel() * self.world
+                if self.static is not None:
+                    self._static_window(i, n)
+                else:
+                    self._eager_window(i, n)
+                tokens = n * self.train_cols.size(1) * self.world
                 self.pos.batch = i + n
                 self.pos.step += 1
                 self.pos.tokens += tokens
                 self.pos.epoch_tokens += tokens
-                self.pos.epoch_loss += nll_sum * self.world
                 now = time.perf_counter()
                 self.pos.epoch_seconds = now - epoch_start
                 self.pos.seconds = now - started
-                self.steps.append((self.pos.step, self.pos.epoch, self.pos.tokens, nll_sum / y.numel(), value, self.lr,
-                                   norm_value, tokens / max(now - step_start, 1e-9), self.pos.seconds))
+                self._unread.append((self.pos.step, self.pos.epoch, self.pos.tokens, tokens // self.world,
+                                     tokens / max(now - step_start, 1e-9), self.pos.seconds))
+                if self.static is None or self.static.pending >= READ_EVERY:
+                    self._read_steps()
                 if time.monotonic() - self._steps_flushed >= STEPS_FLUSH_SECONDS:
                     self._write_metrics()
                 if progress is not None:
@@ -400,6 +435,61 @@ class Trainer:
         return {"stop_reason": stop_reason, "epochs": len(self.metrics), "steps": self.pos.step,
                 "tokens": self.pos.tokens, "seconds": round(self.pos.seconds, 2), "best_valid_ppl": _ppl(self.pos.best_valid)}
 
+    def _eager_window(self, i: int, n: int) -> None:
+        """One step on the window of ``n`` time steps at ``i``, launched op by op; its values go to the ring of
+        one the trainer reads at once (``_read_steps``), after both checks and before the weights change."""
+        cfg, model = self.config, self.model
+        x = self.train_cols[i : i + n].to(self.device, non_blocking=True)
+        y = self.train_cols[i + 1 : i + 1 + n].to(self.device, non_blocking=True)
+        self.state = model.detach_state(self.state)
+        with _autocast(self.device, cfg.amp):
+            composed = model.compose(grad=model.sample_update(self.update_gen))
+            hidden, self.state = model(x, self.state, composed)
+            nll = composed.nll(hidden.reshape(-1, hidden.size(-1)).float(), y.reshape(-1))
+            loss = nll.mean() + model.regularization() + self._activation_penalty(hidden)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.world > 1:
+            self._allreduce_grads()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip if cfg.clip > 0 else math.inf)
+        # One device sync per step for the loss, the gradient norm and the window's sum; both checks still come
+        # before the weights are updated.
+        nll_sum, value, norm_value = torch.stack(
+            [nll.detach().double().sum(), loss.detach().double(), norm.detach().double()]).tolist()
+        self._check_finite(value, norm_value, self.pos.step + 1, updated=False)
+        self.optimizer.step()
+        self._eager_row = (nll_sum, value, norm_value)
+
+    def _static_window(self, i: int, n: int) -> None:
+        """One step through ``StaticStep``: a replayed graph for a full window, eagerly for a shorter one."""
+        if n == self.config.bptt:
+            self.static.x.copy_(self.train_dev[i : i + n])
+            self.static.y.copy_(self.train_dev[i + 1 : i + 1 + n])
+            self.static.run()
+        else:
+            self.static.eager_step(self.train_dev[i : i + n], self.train_dev[i + 1 : i + 1 + n])
+
+    def _read_steps(self) -> None:
+        """The per-step values of the steps not read yet (from the device's ring in static mode: one sync every
+        READ_EVERY steps) into the step rows and the epoch's loss; a non-finite one stops the run."""
+        if not self._unread:
+            return
+        values = self.static.read() if self.static is not None else [self._eager_row]
+        for (step, epoch, tokens, window, rate, seconds), (nll_sum, value, norm_value) in zip(self._unread, values):
+            self._check_finite(value, norm_value, step, updated=True)
+            self.pos.epoch_loss += nll_sum * self.world
+            self.steps.append((step, epoch, tokens, nll_sum / window, value, self.lr, norm_value, rate, seconds))
+        self._unread = []
+
+    def _check_finite(self, value: float, norm_value: float, step: int, updated: bool) -> None:
+        if not math.isfinite(value):
+            raise NonFiniteLoss(f"non-finite loss ({value}) at epoch {self.pos.epoch}, step {step}: lower `lr` or `clip`")
+        if not math.isfinite(norm_value):
+            # A graph updates the weights before its values are read; the run stops before any checkpoint has them.
+            what = "the run stops before a checkpoint keeps them" if updated and self.static is not None \
+                else "the weights were not updated"
+            raise NonFiniteLoss(f"non-finite gradient norm at epoch {self.pos.epoch}, step {step} ({what}): lower `lr`")
+
     def _activation_penalty(self, hidden: torch.Tensor) -> torch.Tensor | float:
         """AR and TAR (Merity et al. 2018, as in the authors' code): added to the training loss, never
         to the reported perplexity."""
@@ -413,10 +503,11 @@ class Trainer:
 
     def _end_epoch(self, partial: bool) -> str | None:
         cfg = self.config
+        self._read_steps()
         train_loss = self.pos.epoch_loss / max(self.pos.epoch_tokens, 1)
         valid_loss = None
         if self.valid_cols is not None:
-            total, count = evaluate_loss(self.model, self.valid_cols, amp=cfg.amp)
+            total, count = evaluate_loss(self.model, self.valid_cols, amp=cfg.amp, graphed=self.graphed_eval)
             valid_loss = total / count
         row = {
             "epoch": self.pos.epoch, "partial": partial, "train_loss": train_loss, "train_ppl": _ppl(train_loss),

@@ -78,7 +78,8 @@ row() {
     *) extra=(--emb-dropout "$DROPOUT") ;;
   esac
   # GroC's rows keep groc's 256-filter surface encoder (groc-small-encoder.toml: groc.toml before it became the
-  # paper-size encoder, which costs about 40 minutes of a core per epoch at 2 x 200), so every GroC row here is
+  # paper-size encoder, whose step at 2 x 200 is about 29 times tied's on one core, against 4.6 times: its highway
+  # multiplies 20,583 strings by a 1,024 x 2,048 matrix every step; docs/benchmarks.md), so every GroC row here is
   # one variable from the others.
   local config=$layer
   [ "$layer" = groc ] && lex=(--lexicon "$WORK/ptb.lexicon.parquet") && config=groc-small-encoder

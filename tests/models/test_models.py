@@ -570,27 +570,6 @@ def test_composition_and_its_gradients_equal_a_naive_float64_implementation():
         torch.testing.assert_close(ours[name], grad, msg=name)
 
 
-@pytest.mark.parametrize("activation", ["relu", "selu", "tanh"])
-def test_highway_with_its_own_backward_equals_autograds_composition(activation):
-    from groc_cli.models.chars import Highway
-    from groc_cli.models.common import ACT
-
-    g = torch.Generator().manual_seed(3)
-    h = torch.randn(40, 6, dtype=torch.float64, generator=g, requires_grad=True)
-    w = (torch.randn(12, 6, dtype=torch.float64, generator=g) * 0.5).requires_grad_()
-    b = torch.randn(12, dtype=torch.float64, generator=g, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda h, w, b: Highway.apply(h, w, b, activation), (h, w, b))
-    transform, gate = torch.nn.functional.linear(h, w, b).chunk(2, dim=-1)
-    gate = torch.sigmoid(gate)
-    reference = gate * ACT[activation](transform) + (1 - gate) * h
-    ours = Highway.apply(h, w, b, activation)
-    assert torch.equal(ours, reference)  # the forward is computed in the same order: the same bits
-    upstream = torch.randn(40, 6, dtype=torch.float64, generator=g)
-    expected = torch.autograd.grad(reference, (h, w, b), upstream)
-    for got, want in zip(torch.autograd.grad(ours, (h, w, b), upstream), expected):
-        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
-
-
 def test_paper_size_surface_encoder_gives_the_papers_groc_parameter_counts():
     """Table 2: GroC 9M on PTB and WikiText-2; Table 11: 9.7M. The configs' encoder (1,024 filters of widths
     1-6, a 1,024-wide highway and a 1,024 -> d projection) gives them within 5%, with either bias."""
