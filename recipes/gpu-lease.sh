@@ -9,10 +9,15 @@
 #                                         every run, stop any still live at the deadline, and collect
 #                                         into DIR (the 7 files of gpu-table2.sh) with lease.log beside
 #                                         them: 8 files, as a lease brings back
+#   bash recipes/gpu-lease.sh row DIR     there: one slot, one converged row: the next Table 2 row at the
+#                                         paper's scale without a converged record in
+#                                         docs/records/table2-paper (tied, groc, then the others), alone on
+#                                         the GPU to early stopping (gpu-table2.sh row), its record in DIR;
+#                                         here afterwards: bash recipes/gpu-table2.sh keep FILES_AT
 # Environment: SECONDS_LEFT (default 540: what a 10-minute command leaves after the machine's start)
-# is the whole command's budget; the runs get it less RESERVE seconds (default 150: installs,
-# starting, the last validation, collect's evaluations), so MINUTES is (SECONDS_LEFT - RESERVE) / 60
-# unless set. DATASET, KINDS, SCALE (tiny: the CPU dry run), RESULTS, GROC_WORK as gpu-table2.sh.
+# is the whole command's budget; the runs get it less RESERVE seconds (default 150 for run: installs,
+# starting, the last validation, collect's evaluations; 120 for row), so MINUTES is (SECONDS_LEFT -
+# RESERVE) / 60 unless set. DATASET, KINDS, SCALE (tiny: the CPU dry run), RESULTS, GROC_WORK as gpu-table2.sh.
 # Nothing here writes into a folder it did not make: the shims for `python` and `groc` go into a new
 # temporary folder, removed when the lease ends (writing a shim over a link left by an earlier command
 # can overwrite the image's own interpreter, which is what spent session 35's lease).
@@ -20,17 +25,17 @@ set -euo pipefail
 NAME=gpu-lease
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/recipes/lib/lease.sh"
-usage="usage: bash recipes/gpu-lease.sh pack | run DIR"
+usage="usage: bash recipes/gpu-lease.sh pack | run DIR | row DIR"
 VERB=${1:-}
 case "$VERB" in
   pack) [ $# = 1 ] || die "pack takes no arguments; $usage" ;;
-  run) [ $# = 2 ] && [ -n "$2" ] || die "run needs one directory for the results; $usage" ;;
+  run|row) [ $# = 2 ] && [ -n "$2" ] || die "$VERB needs one directory for the results; $usage" ;;
   *) die "unknown verb '$VERB'; $usage" ;;
 esac
 DATASET=${DATASET:-ptb}
 case "$DATASET" in ptb) CORPUS=ptb ;; wt2) CORPUS=wikitext-2 ;;
   *) die "DATASET must be ptb or wt2, not '$DATASET'" ;; esac
-lease_seconds 150
+lease_seconds "$([ "$VERB" = row ] && echo 120 || echo 150)"
 if [ -z "${MINUTES:-}" ]; then
   lease_leaves 60 "no minute of training"
   MINUTES=$(awk "BEGIN { printf \"%.1f\", ($SECONDS_LEFT - $RESERVE) / 60 }")
@@ -57,16 +62,16 @@ if [ "$VERB" = pack ]; then
   exit 0
 fi
 
-# run
+# run and row
 DIR=$2
 lease_empty_dir "$DIR"
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 begun=$(date +%s)
 deadline=$((begun + SECONDS_LEFT - RESERVE + 60))  # the runs' MINUTES, and a minute for their start and last save
-exec > >(tee -a "$DIR/lease.log") 2>&1
+[ "$VERB" = run ] && exec > >(tee -a "$DIR/lease.log") 2>&1  # row: gpu-table2.sh row writes DIR/lease.log
 cd "$ROOT"
-echo "# $(date -u +%FT%TZ) $NAME run: DATASET=$DATASET MINUTES=$MINUTES SECONDS_LEFT=$SECONDS_LEFT RESERVE=$RESERVE"
+echo "# $(date -u +%FT%TZ) $NAME $VERB: DATASET=$DATASET MINUTES=$MINUTES SECONDS_LEFT=$SECONDS_LEFT RESERVE=$RESERVE"
 lease_gpu
 lease_python
 "$PY" -c 'import torch' 2> /dev/null || die "$PY has no torch (the lent image's python3 has it)"
@@ -86,6 +91,14 @@ if ! command -v groc > /dev/null || ! command -v python > /dev/null; then
 fi
 groc --version
 [ -d .data ] && export DATA=${DATA:-.data}
+if [ "$VERB" = row ]; then
+  # The row's own time: what is left of MINUTES after the set-up above.
+  MINUTES=$(awk "BEGIN { m = $MINUTES - ($(date +%s) - $begun) / 60; printf \"%.2f\", (m < 1 ? 1 : m) }")
+  export MINUTES
+  bash recipes/gpu-table2.sh row "$DIR"
+  echo "# $(date -u +%FT%TZ) $NAME: done in $(( $(date +%s) - begun )) s"
+  exit 0
+fi
 bash recipes/gpu-table2.sh start
 left=$((deadline - $(date +%s)))
 [ "$left" -lt 60 ] && left=60

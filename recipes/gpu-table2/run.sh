@@ -13,7 +13,16 @@
 #   bash recipes/gpu-table2.sh unpack DIR OUT  (later, on a CPU) the per-token files in DIR back as
 #                                              groc eval wrote them, for groc compare (Figure 3)
 #   bash recipes/gpu-table2.sh prepare         the dataset and lexicon only (to carry to a lent GPU)
+#   bash recipes/gpu-table2.sh row DIR         one slot, one row: the next row of RECORDS without a converged
+#                                              record (tied, groc, then Table 2's order; KIND= to choose),
+#                                              trained alone to early stopping or MINUTES, then its test
+#                                              evaluations (closed with per-token records, --vocab union, the
+#                                              training split) and its record into DIR: 8 files
+#   bash recipes/gpu-table2.sh keep DIR        (here, on what came back) DIR checked as untrusted input and
+#                                              kept as RECORDS/DATASET-KIND/, KIND the row next here
 #   SCALE=tiny bash recipes/gpu-table2.sh ...  the CPU dry run: each config at 2 x 32 units, ~300 tokens
+# RECORDS (row and keep; default docs/records/table2-paper, at SCALE=tiny RESULTS/gpu-table2/records-tiny): the
+# paper-scale rows' records, one folder a row; `report table2-paper --records=RECORDS` makes their table.
 # Environment: MINUTES (default 20) bounds each run's training; DATASET=ptb|wt2 (default ptb); KINDS
 # (default all seven); EPOCHS caps epochs (paper 100, tiny 2); JOBS (collect's evaluations at once,
 # default 2); BUSY_OK=1 starts beside other processes on the GPU; DATA, RESULTS, GROC_WORK as in every
@@ -24,7 +33,7 @@ NAME=gpu-table2
 SELF=$(realpath "$0")
 source "$(dirname "$SELF")/../lib/die.sh"
 VERB=${1:-}
-usage="usage: bash recipes/gpu-table2.sh start|status|wait [MINUTES]|stop|collect DIR|unpack DIR OUT|prepare"
+usage="usage: bash recipes/gpu-table2.sh start|status|wait [MINUTES]|stop|collect DIR|unpack DIR OUT|prepare|row DIR|keep DIR"
 case "$VERB" in
   start|prepare) [ $# = 1 ] || die "$VERB takes no arguments; $usage" ;;
   status|stop) [ $# = 1 ] || die "$VERB takes no arguments; $usage" ;;
@@ -32,6 +41,7 @@ case "$VERB" in
           || die "wait takes one number of minutes, not '${*:2}'; $usage" ;;
   collect) [ $# = 2 ] && [ -n "$2" ] || die "collect needs one directory; $usage" ;;
   unpack) [ $# = 3 ] || die "unpack needs the collected DIR and an OUT directory; $usage" ;;
+  row|keep) [ $# = 2 ] && [ -n "$2" ] || die "$VERB needs one directory; $usage" ;;
   _run) ;;  # one run, in its own session (started by start)
   *) die "unknown verb '$VERB'; $usage" ;;
 esac
@@ -42,7 +52,7 @@ DATASET=${DATASET:-ptb}
 case "$DATASET" in ptb|wt2) ;; *) die "DATASET must be ptb or wt2, not '$DATASET'" ;; esac
 JOBS=${JOBS:-2}
 # status and wait only read: they leave commands.log alone.
-case "$VERB" in status|wait|stop|unpack) LOG=/dev/null ;; esac
+case "$VERB" in status|wait|stop|unpack|keep) LOG=/dev/null ;; esac
 source "$(dirname "$SELF")/../lib/common.sh"
 counts JOBS
 select_kinds "${OUTPUT_LAYERS[@]}"
@@ -80,9 +90,56 @@ gpu_check() {
   GPU="$name (${total# }, driver ${driver# };${used} in use)"
 }
 
+RECORDS=${RECORDS:-$([ "$SCALE" = paper ] && echo "$ROOT/docs/records/table2-paper" || echo "$OUT/records-tiny")}
+rows() { python "$ROOT/recipes/lib/paper_rows.py" "$@"; }
+
 case "$VERB" in
 prepare)
   dataset "$DATASET"
+  ;;
+keep)
+  [ "$DATASET" = ptb ] || die "keep takes PTB rows (DATASET=ptb)"
+  rows keep --returned "$2" --records "$RECORDS"
+  ;;
+row)
+  dir=$2
+  if [ -e "$dir" ] && { [ ! -d "$dir" ] || [ -n "$(ls -A "$dir")" ]; }; then
+    die "$dir is not an empty directory; row writes into an empty or new one"
+  fi
+  [ "$DATASET" = ptb ] || die "row trains PTB rows (DATASET=ptb)"
+  kind=${KIND:-$(rows next --records "$RECORDS")}
+  [ -n "$kind" ] || { echo "$NAME: every row of $RECORDS has converged; nothing to train" >&2; exit 0; }
+  case " ${OUTPUT_LAYERS[*]} " in *" $kind "*) ;; *) die "KIND must be one of ${OUTPUT_LAYERS[*]}, not '$kind'" ;; esac
+  GPU="CPU (SCALE=tiny)"; [ "$SCALE" = paper ] && gpu_check
+  mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
+  exec > >(tee -a "$dir/lease.log") 2>&1
+  echo "# $(date -u +%FT%TZ) $NAME row: $kind on $GPU, MINUTES=$MINUTES, RECORDS=$RECORDS"
+  python -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda",
+    torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")'
+  dataset "$DATASET"
+  settings "$DATASET" "$kind"
+  extra=(); [ "$kind" = groc ] && extra=(--lexicon "$WORK/$DATASET.lexicon.parquet")
+  run=$(run_dir "$kind")-row
+  # A row trains from its first epoch in one slot (a run's state does not travel): an earlier attempt's run is
+  # replaced (--force builds the new one aside and swaps it in only when it is complete).
+  rc=0
+  _logged groc train "$WORK/$DATASET" -o "$run" --force "${settings[@]}" "${BUDGET[@]}" "${DEVICE[@]}" "${extra[@]}"
+  groc train "$WORK/$DATASET" -o "$run" --force "${settings[@]}" "${BUDGET[@]}" "${DEVICE[@]}" "${extra[@]}" || rc=$?
+  [ -f "$run/summary.json" ] && [ -f "$run/best/model.safetensors" ] \
+    || die "$kind trained no epoch in this slot (groc train: exit $rc); nothing to bring back"
+  echo "# $(date -u +%FT%TZ) evaluations"
+  groc eval "$run" "$WORK/$DATASET" --split test --per-token "$dir/test.parquet" "${DEVICE[@]}" > "$dir/test.json"
+  groc eval "$run" "$WORK/$DATASET" --split test --vocab union "${extra[@]}" "${DEVICE[@]}" > "$dir/test-open.json"
+  groc eval "$run" "$WORK/$DATASET" --split train "${DEVICE[@]}" > "$dir/train.json"
+  cp "$run/summary.json" "$run/config.json" "$run/metrics.parquet" "$dir/"
+  python - "$dir" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+t = json.load(open(sys.argv[1] + "/test.json"))["perplexity"]
+print(f"# row {json.load(open(sys.argv[1] + '/config.json'))['model']['output']}: {s['epochs']} epochs, "
+      f"{s['stop_reason']}, best valid {s['best_valid_ppl']:.2f}, test {t:.2f}, {s['seconds'] / 60:.1f} minutes")
+PY
+  echo "# $(date -u +%FT%TZ) $NAME row: done; here: bash recipes/gpu-table2.sh keep FILES_AT"
   ;;
 start)
   if [ ! -e "$STATE" ]; then

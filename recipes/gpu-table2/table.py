@@ -46,3 +46,33 @@ def gpu_table2(out: Path, state: Path) -> None:
         "columns are each run's own config.json (emb_dropout on the input embeddings, layer_dropout between the LSTM "
         "layers, dropout after the last, out_dropout on the output embeddings).",
         f"Runs started {start['started']}; commands in commands.log, machine in environment.json."])
+
+
+@report
+def table2_paper(out: Path, records: Path) -> None:
+    """Table 2 on PTB at the paper's scale, one row a GPU slot (gpu-table2.sh row, kept by keep): every row with a
+    record in records/ptb-KIND/, the paper's numbers beside ours."""
+    from paper_rows import ORDER  # recipes/lib/paper_rows.py: the slots' order
+    from report import load, summary
+
+    t = Table("table2-paper", "Table 2 on PTB at the paper's scale (2 x 1024), one row a GPU slot",
+              ["output", "params_M", "epochs", "stopped", "minutes", "device", "train_ppl", "valid_ppl", "test_ppl",
+               "test_open_ppl", "paper_params_M", "paper_test_ppl"],
+              {"params_M": ".2f", "epochs": "d", "minutes": ".1f"})
+    for kind in [k for k in ORDER if (records / f"ptb-{k}").is_dir()]:
+        row = records / f"ptb-{kind}"
+        s = summary(row)
+        env = load(row / "config.json").get("environment", {})
+        p = PAPER_TABLE2[kind][0]
+        t.add(output=kind, params_M=s["parameters"] / 1e6, epochs=s["epochs"], stopped=s["stop_reason"],
+              minutes=s["seconds"] / 60, device=env.get("gpu") or env.get("device"),
+              train_ppl=load(row / "train.json")["perplexity"], valid_ppl=s["best_valid_ppl"],
+              test_ppl=load(row / "test.json")["perplexity"], test_open_ppl=load(row / "test-open.json")["perplexity"],
+              paper_params_M=p[0], paper_test_ppl=p[1])
+    t.write(out, notes=[
+        "stopped: early-stopping = converged (8 epochs without validation improvement); max-minutes = the slot's time "
+        "ended it first (not converged: the next slot trains the row again from its first epoch).",
+        "Settings: recipes/configs/penn/<output>.toml (appendix B.1 + Table 8; GroC with the paper-size surface "
+        "encoder), float32, one row alone on the GPU, its steps as CUDA graphs.",
+        "test_ppl: the best checkpoint on the test split, closed vocabulary; test_open_ppl: --vocab union; train_ppl: "
+        "the training split without dropout."])
