@@ -19,7 +19,8 @@ FAKE = r'''groc() {
   echo "$*" >> "$CALLS"
   case $1 in
     --version) echo "groc 0.1.0" ;;
-    prepare) mkdir -p "$o" ;;
+    prepare) mkdir -p "$o"; case " $* " in *" - "*) cat > /dev/null ;; esac ;;
+    tokenize) cat ;;
     lexicon) touch "$o" ;;
     train) mkdir -p "$o"; sleep "${TRAIN_SECONDS:-0}"; echo '{"parameters": 2653200, "epochs": 13, "stop_reason": "early-stopping", "seconds": 4321.0,
              "best_valid_ppl": 110.5, "final": {"train_ppl": 40.25, "valid_ppl": 121.5}}' > "$o/summary.json"
@@ -251,3 +252,29 @@ def test_table2_cpu_continues_a_row_that_a_lower_epochs_cap_ended_and_evaluates_
     (tmp_path / "calls").unlink()
     assert run_recipe("table2-cpu.sh", tmp_path, KINDS="tied", EPOCHS="200").returncode == 0
     assert calls(tmp_path) == []  # early stopping ended the continuation: done
+
+
+def test_converge_trains_the_bias_and_encoder_ab_models_and_keeps_each_record(tmp_path):
+    """recipes/converge.sh's one-variable A/Bs of the paper-GroC issue: the free bias, the paper-size encoder and
+    both, each GroC (authors' init) with one change; each model's record is kept whole in RECORDS/MODEL/."""
+    out, records = tmp_path / "converge", tmp_path / "records"
+    models = "tied groc groc-free-bias groc-paper-encoder groc-paper-encoder-free-bias"
+    full = recipe_env(tmp_path, CALLS=str(tmp_path / "calls"), OUT=str(out), RECORDS=str(records), MODELS=models,
+                      JOBS="1")
+    r = subprocess.run(["bash", "-c", FAKE + f"bash {REPO}/recipes/converge.sh"], capture_output=True, text=True,
+                       env=full, stdin=subprocess.DEVNULL, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    trains = {c.split(" -o ")[1].split()[0].rsplit("/", 1)[1]: c.split(" -o ")[0] for c in calls(tmp_path)
+              if c.startswith("train ")}
+    encoder = "char_activation=selu highway_activation=selu char_filters=[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512]]"
+    assert trains["groc-free-bias"].endswith("char_init=authors bias=free")
+    assert trains["groc-paper-encoder"].endswith(f"char_init=authors {encoder} char_projection=true")
+    assert trains["groc-paper-encoder-free-bias"].endswith(f"{encoder} char_projection=true bias=free")
+    assert "bias=" not in trains["groc"] and "char_projection" not in trains["groc"]
+    assert sum(c.startswith("eval ") and c.endswith("--split train") for c in calls(tmp_path)) == 5
+    assert sorted(p.name for p in records.iterdir()) == sorted(models.split())
+    assert sorted(p.name for p in (records / "groc-free-bias").iterdir()) == [
+        "config.json", "emma-closed.json", "emma-closed.parquet", "emma-open.json", "emma-train.json", "far-open.json",
+        "metrics.parquet", "near-open.json", "summary.json"]
+    table = (out / "converge.md").read_text()
+    assert "| GroC, free per-word bias |" in table and "| GroC, paper-size encoder and free bias |" in table

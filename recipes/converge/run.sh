@@ -22,6 +22,13 @@
 #                 (1,024), selu after the convolution and in the highway
 #   groc-sparse   GroC (authors' init) with sparse updates, update_prob 0.3 (the authors' README trains
 #                 with --char_update_ratio 0.3; the paper's Table 2 uses p = 1, B.4)
+#   groc-free-bias  GroC (authors' init) with a free per-word bias (bias=free, the authors' Table 2 runs)
+#                 instead of the composed one
+#   groc-paper-encoder  GroC (authors' init) with the paper-size surface encoder of recipes/configs/penn/
+#                 groc.toml: 1,024 filters of widths 1-6, selu, a selu highway and a 1,024 -> d projection
+#   groc-paper-encoder-free-bias  both (recipes/configs/penn/groc.toml's encoder and a free bias)
+# Each model's record (its summary, config, per-epoch metrics and evaluations, and the per-token records of
+# Emma's test split) goes to RECORDS/MODEL/ (default OUT/records) when it is complete.
 # Each trains in its own one-thread process, JOBS (default 2) at a time. MINUTES (default 100)
 # bounds each run as a safeguard; a run it stops is reported as not converged, and so is one
 # that EPOCHS (default 100; e.g. EPOCHS=1 for a same-budget A/B of a slow variant) stops. Re-running skips
@@ -38,8 +45,10 @@ EPOCHS=${EPOCHS:-100}
 MODELS=${MODELS:-tied groc groc-uniform}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 for m in $MODELS; do
-  case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn|groc-sparse) ;;
-    *) die "MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn groc-sparse, not '$m'" ;; esac
+  case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn|groc-sparse|groc-free-bias|groc-paper-encoder|\
+             groc-paper-encoder-free-bias) ;;
+    *) die "MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn groc-sparse groc-free-bias" \
+         "groc-paper-encoder groc-paper-encoder-free-bias, not '$m'" ;; esac
 done
 counts JOBS MINUTES EPOCHS TEST_LINES
 mkdir -p "$OUT"
@@ -69,6 +78,11 @@ model() {
       args=(--output-layer groc "${lex[@]}" char_init=authors char_activation=selu highway_activation=selu
             'char_filters=[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512]]') ;;
     groc-sparse) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output-layer groc "${lex[@]}" char_init=authors update_prob=0.3) ;;
+    groc-free-bias) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output-layer groc "${lex[@]}" char_init=authors bias=free) ;;
+    groc-paper-encoder*) lex=(--lexicon "$OUT/lexicon.parquet")
+      args=(--output-layer groc "${lex[@]}" char_init=authors char_activation=selu highway_activation=selu
+            'char_filters=[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512]]' char_projection=true)
+      [ "$m" = groc-paper-encoder-free-bias ] && args+=(bias=free) ;;
   esac
   train "$OUT/runs/$m" "$OUT/emma" "${MODEL[@]}" "${args[@]}"
   capture "$OUT/evals/$m-emma-closed.json" groc eval "$OUT/runs/$m" "$OUT/emma" --split test \
@@ -77,6 +91,22 @@ model() {
   for d in emma near far; do
     capture "$OUT/evals/$m-$d-open.json" groc eval "$OUT/runs/$m" "$OUT/$d" --split test --vocab union "${lex[@]}"
   done
+  # The training split scored as the test split is (no dropout): how closely the model fits it.
+  capture "$OUT/evals/$m-emma-train.json" groc eval "$OUT/runs/$m" "$OUT/emma" --split train
+  keep_record "$m"
+}
+RECORDS=${RECORDS:-$OUT/records}
+# keep_record MODEL: its record, RECORDS/MODEL/, made aside and moved into place whole.
+keep_record() {
+  local m=$1 record=$RECORDS/$1 tmp f
+  [ -e "$record" ] && return 0
+  mkdir -p "$RECORDS"
+  tmp=$(mktemp -d "$record.partial.XXXXXX")
+  cp "$OUT/runs/$m/"{summary.json,config.json,metrics.parquet} "$tmp/" || { rm -rf "$tmp"; return 1; }
+  for f in emma-closed.json emma-closed.parquet emma-open.json near-open.json far-open.json emma-train.json; do
+    cp "$OUT/evals/$m-$f" "$tmp/$f" || { rm -rf "$tmp"; return 1; }
+  done
+  mv -T "$tmp" "$record"
 }
 running=0
 for m in $MODELS; do
