@@ -279,7 +279,7 @@ def main() -> None:
         "benchmark": "train_throughput",
         "settings": {
             "corpus": str(args.train), "vocab": len(vocab), "emb": args.emb, "hidden": args.hidden,
-            "layers": args.layers, "batch": args.batch, "bptt": args.bptt, "optimizer": "Adam(1e-3)",
+            "layers": args.layers, "batch": args.batch, "bptt": args.bptt, "optimizer": "Adam(1e-3)", "amp": args.amp,
             "clip": 0.1, "steps": args.steps, "warmup": args.warmup, "device": args.device, "compile": args.compile,
             "threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
             "malloc_env": {k: os.environ.get(k) for k in MALLOC_ENV},
