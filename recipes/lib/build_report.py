@@ -217,6 +217,14 @@ def encoder_cpu(records: Path) -> str:
     return _table(["emb / hidden", "model", "params", "step time against tied (same run)", "threads"], rows)
 
 
+def table1(records: Path) -> str:
+    rows = [[r["dataset"], f"{r['vocab']:,}", f"{r['train_tokens']:,}", _fmt(r["relations_cov"], ".1f"),
+             _fmt(r["definitions_cov"], ".1f"), _fmt(r["paper_relations_cov"], ".0f"), _fmt(r["paper_definitions_cov"], ".0f")]
+            for r in pq.read_table(records / "table1" / "table1.parquet").to_pylist()]
+    return _table(["dataset", "vocabulary", "train tokens", "relations %", "definitions %", "paper: relations %",
+                   "paper: definitions %"], rows)
+
+
 def h200_step(records: Path) -> str:
     d = records / "gpu-table2-h200-2026-11-28" / "benchmarks"
     runs = {name: _json(d / f"{name}.json") for name in ("fp32", "amp", "small")}
@@ -233,7 +241,8 @@ def h200_step(records: Path) -> str:
 
 
 BLOCKS = {"table2-cpu": table2_cpu, "figure3-cpu": figure3_cpu, "ranks-cpu": ranks_cpu, "converge": converge,
-          "table2-paper": table2_paper, "gpu-window": gpu_window, "encoder-cpu": encoder_cpu, "h200-step": h200_step}
+          "table2-paper": table2_paper, "gpu-window": gpu_window, "encoder-cpu": encoder_cpu, "h200-step": h200_step,
+          "table1": table1}
 
 
 # -- figures ------------------------------------------------------------------------------------------------------
