@@ -261,9 +261,9 @@ class GroCConfig(CharEncoderSettings, ResidualOutputSettings, ModelConfig):
                                         f"{PAPER_DEFINITION_WORDS}).", low=0, cli=False)
     bias: str = setting("composed", "The output bias: 'composed', b_v = act(w·e_v + a) (paper Eq. 5; no parameter "
                         "depends on the vocabulary), or 'free', one trained bias per word (the authors' code without "
-                        "--predict_bias, as its Table 2 commands run). A free bias follows the vocabulary by string "
-                        "when it changes (finetune, eval's --vocab, generate's --vocab): a word new to the model gets "
-                        "the mean bias of the words it had.", choices=("composed", "free"))
+                        "its predict_bias option, as its Table 2 commands run). A free bias follows the vocabulary by "
+                        "string when it changes (finetune, and the `vocab` of eval, score and generate): a word new to "
+                        "the model gets the mean bias of the words it had.", choices=("composed", "free"))
     bias_activation: str | None = setting(None, "Activation of the composed bias b_v = act(w·e_v + a) (default: "
                                           "`out_activation`; authors' code: tanh).", choices=ACTIVATIONS)
     bias_dropout: float = setting(0.0, "Dropout on the composed bias's input e_v (authors' code: 0.2).",

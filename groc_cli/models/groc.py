@@ -7,7 +7,7 @@ d_x   = mean of c over x's definition words    (0 when none / ``definitions=Fals
 E_in  = stacked e_x over the vocabulary (input embeddings are rows of it)
 E_out = depth-k residual net over E_in with variational dropout (Eq. 4)
 b_v   = act(w . e_out_v + a)           (Eq. 5; act: bias_activation, default out_activation)
-        or a free per-word bias        (``bias = "free"``: the authors' code without --predict_bias)
+        or a free per-word bias        (``bias = "free"``: the authors' code without its predict_bias)
 
 With the composed bias no parameter depends on the vocabulary: ``set_vocab`` only rebuilds
 the string table. A free bias is the one per-word parameter: ``set_vocab`` keeps the biases of

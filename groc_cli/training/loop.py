@@ -83,7 +83,7 @@ class TrainConfig:
                               "output before dropout (authors' code: 1).", low=0)
     seed: int = setting(1, "Seed for initialisation, dropout and `update_prob` draws.")
     graph: bool = setting(True, "On CUDA, run each training step and each validation chunk as one captured CUDA graph "
-                          "(the same computation, launched at once; training/graphed.py); --no-graph launches kernels "
+                          "(the same computation, launched at once; training/graphed.py); off, kernels are launched "
                           "one by one. Ignored on CPU, and where a step cannot be captured (the log says why).")
     amp: bool = setting(False, "bfloat16 mixed precision on CUDA (ignored on CPU). Off by default: the convolutional "
                         "output layer diverged under it at the paper's size (docs/reproduction.md).")
