@@ -284,12 +284,13 @@ def test_converge_report_names_each_model_and_how_it_stopped(tmp_path, capsys):
                                                    "seconds": 1089.9, "best_valid_ppl": ppl})
         for k in ("emma-closed", "emma-open", "near-open", "far-open"):
             _write(out / "evals" / f"{m}-{k}.json", {"perplexity": ppl + len(k)})
+    _write(out / "evals" / "tied-emma-train.json", {"perplexity": 40.0})  # groc's training split was not scored
     _write(out / "evals" / "compare-tied-groc.json", {"bins": [{"bin": "1-49", "median_diff": -0.16},
                                                                {"bin": "0", "median_diff": None}],
                                                       "overall": {"median_diff": -0.11}})
     report.recipe("converge").converge(out, ["tied", "groc"], 3600)
     md = (out / "converge.md").read_text()
-    assert "| tied | 1,111,089 | 45 | early-stopping | 18 | 67.1 | 78.1 |" in md
+    assert "| tied | 1,111,089 | 45 | early-stopping | 18 | 40.0 | 67.1 | 78.1 |" in md
     assert "| GroC, authors' char-CNN init |" in md and "max-minutes" in md and "not converged" in md
     assert "1-49: -0.160; overall -0.110" in md
     assert pq.read_table(out / "converge.parquet").num_rows == 2
