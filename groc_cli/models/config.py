@@ -58,6 +58,17 @@ def _cutoffs(value) -> list[int]:
     return cuts
 
 
+#: Named sizes of the prefix LSTM, each a few ModelConfig settings. "paper": the paper's 2 x 1024 with
+#: 300-d embeddings and its hidden-unit dropout 0.65 (ModelConfig's defaults, for a GPU); "small":
+#: Zaremba et al.'s and Press & Wolf's small model, 2 x 200 with dropout 0.3 on the input embeddings,
+#: between the layers and after the last (recipes/table2-cpu.sh's size, at which every Table 2 layer
+#: converged on PTB on 2 CPU cores).
+SIZES: dict[str, dict[str, int | float]] = {
+    "small": {"emb": 200, "hidden": 200, "layers": 2, "dropout": 0.3, "emb_dropout": 0.3},
+    "paper": {"emb": 300, "hidden": 1024, "layers": 2, "dropout": 0.65, "emb_dropout": 0.0},
+}
+
+
 @dataclass
 class ModelConfig:
     """Hyperparameters every language model has: the prefix LSTM (paper Table 7 and B.1), the output
@@ -187,11 +198,12 @@ class CharEncoderSettings:
     char_emb: int = setting(16, "Character embedding size of the char-CNN.", low=1, cli=False)
     char_filters: list[tuple[int, int]] = setting(help="Char-CNN (width, filters) pairs.", cli=False,
                                                   default_factory=_default_char_filters, check=_char_filters)
-    char_init: str = setting("uniform", "Initialisation of the char-CNN: 'uniform' (byte embeddings in "
-                             "±`init_range`, paper B.1; PyTorch's bounds for the convolution and highway), 'normal' "
-                             "(byte embeddings N(0, 1)), or 'authors' (the authors' code: byte embeddings N(0, 1), "
-                             "convolution, highway and projection weights in ±0.1, no projection bias; "
-                             "docs/reproduction.md, fidelity).", choices=("uniform", "normal", "authors"))
+    char_init: str = setting("authors", "Initialisation of the char-CNN: 'authors' (the authors' code: byte embeddings "
+                             "N(0, 1), convolution, highway and projection weights in ±0.1, no projection bias), "
+                             "'uniform' (byte embeddings in ±`init_range`, paper B.1; PyTorch's bounds for the "
+                             "convolution and highway; its composed embeddings start nearly collinear and trained "
+                             "6% worse on Emma: docs/reproduction.md, fidelity) or 'normal' (byte embeddings N(0, 1)).",
+                             choices=("authors", "uniform", "normal"))
     highway_layers: int = setting(1, "Highway layers after the char-CNN.", low=0)
     char_activation: str = setting("tanh", "Activation after the char-CNN's max-pool (authors' code: selu).",
                                    choices=ACTIVATIONS)

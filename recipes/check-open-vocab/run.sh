@@ -21,7 +21,8 @@ step "$C/lexicon.parquet" groc lexicon --vocab "$REUTERS" --vocab "$C/news14" --
 TINY=(--emb 64 --hidden 128 --dropout 0.2 --max-tokens "$CHECK_TOKENS" --seed 1 --log-every 50)
 for kind in "${OUTPUT_LAYERS[@]}"; do
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$C/lexicon.parquet")
-  train "$C/runs/$kind" "$REUTERS" --output-layer "$kind" "${TINY[@]}" "${extra[@]}"
+  # shellcheck disable=SC2046
+  train "$C/runs/$kind" "$REUTERS" --output-layer "$kind" "${TINY[@]}" "${extra[@]}" $(char_init_of "$kind")
   dw=(); [ "$kind" = groc ] && dw=(--downweight-new 0.1)
   for pair in "${SAMPLES[@]}"; do
     d=${pair%%:*}

@@ -14,7 +14,8 @@ for ds in $DATASETS; do
   for kind in groc $BASELINES; do
     extra=(); [ "$kind" = groc ] && extra=(--lexicon "$WORK/$ds.lexicon.parquet")
     run=$WORK/runs/$SCALE/$ds-$kind
-    train "$run" "$WORK/$ds" --output-layer "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}"
+    # shellcheck disable=SC2046
+    train "$run" "$WORK/$ds" --output-layer "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}" $(char_init_of "$kind")
     step "$WORK/evals/$SCALE/$ds-$kind.test.tokens.parquet" groc eval "$run" "$WORK/$ds" --split test \
       --per-token "$WORK/evals/$SCALE/$ds-$kind.test.tokens.parquet"
   done

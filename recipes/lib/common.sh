@@ -130,7 +130,8 @@ settings() {
     settings=(--config "$ROOT/recipes/configs/$paper/$method.toml" "${MODEL[@]}" "${emb[@]}")
     if [ "$SCALE" = tiny ] && [ "$method" = adaptive ]; then settings+=(--cutoffs 40,100); fi
   else
-    settings=(--output-layer "${method%%-*}" "${MODEL[@]}")
+    # shellcheck disable=SC2207  # one flag and its value, or nothing
+    settings=(--output-layer "${method%%-*}" "${MODEL[@]}" $(char_init_of "$method"))
     case $method in
       deep-residual) settings=(--output-layer deep-residual "${MODEL[@]}") ;;
       groc-norelations) settings+=(--no-relations) ;;

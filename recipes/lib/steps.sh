@@ -118,3 +118,8 @@ finetune() { local run=$1 dataset=$2 new=$3; shift 3; _resumable finetune "$new"
 # report NAME --OPTION=VALUE...: the result table NAME from finished outputs (a @report function of a
 # recipe folder's table.py, recipes/*/table.py, found by recipes/lib/tables.py).
 report() { python "$ROOT/recipes/lib/tables.py" "$@"; }
+
+# char_init_of KIND: "--char-init uniform" for a layer with a char-CNN (groc and its ablations, convolutional):
+# the initialisation every SCALE=small and quickstart model has trained with, named since groc's default became
+# the authors' (the configs of SCALE=paper and tiny name theirs), so that the recipes keep their numbers.
+char_init_of() { case $1 in groc*|convolutional) echo "--char-init uniform" ;; esac; }

@@ -36,7 +36,8 @@ step "$OUT/lexicon.parquet" groc lexicon --vocab "$OUT/emma" --vocab "$OUT/near"
 SMALL=(--emb 64 --hidden 128 --dropout 0.2 --max-epochs 1 --seed 1 --log-every 50)
 for kind in tied groc; do
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$OUT/lexicon.parquet")
-  train "$OUT/$kind" "$OUT/emma" --output-layer "$kind" "${SMALL[@]}" "${extra[@]}"
+  # shellcheck disable=SC2046
+  train "$OUT/$kind" "$OUT/emma" --output-layer "$kind" "${SMALL[@]}" "${extra[@]}" $(char_init_of "$kind")
   for d in emma near far; do
     split=test; [ "$d" = emma ] && split=valid
     step "$OUT/states/$kind-$d" groc dump "$OUT/$kind" "$OUT/$d" --split "$split" --vocab union --dtype float32 \

@@ -12,8 +12,8 @@ TRAIN_FRACTIONS=${TRAIN_FRACTIONS-$FRACTIONS}   # TRAIN_FRACTIONS="" skips the f
 dataset ptb
 base=$WORK/runs/$SCALE/ptb-groc-d0
 surf=$WORK/runs/$SCALE/ptb-groc-d0-surf
-train "$base" "$WORK/ptb" --output-layer groc --lexicon "$WORK/ptb.lexicon.parquet" --out-depth 0 "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
-train "$surf" "$WORK/ptb" --output-layer groc --lexicon "$WORK/ptb.lexicon.parquet" --out-depth 0 --no-relations --no-definitions \
+train "$base" "$WORK/ptb" --output-layer groc --char-init uniform --lexicon "$WORK/ptb.lexicon.parquet" --out-depth 0 "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
+train "$surf" "$WORK/ptb" --output-layer groc --char-init uniform --lexicon "$WORK/ptb.lexicon.parquet" --out-depth 0 --no-relations --no-definitions \
   "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
 capture "$WORK/evals/$SCALE/ptb-groc-d0-surf.test.json" groc eval "$surf" "$WORK/ptb" --split test
 for f in $FRACTIONS; do
@@ -28,7 +28,7 @@ for f in $TRAIN_FRACTIONS; do
     run=$base  # keep 1 keeps every entry: the same table as the full lexicon, so the same run
   else
     run=$base-keep$f
-    train "$run" "$WORK/ptb" --output-layer groc --lexicon "$lex" --out-depth 0 "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
+    train "$run" "$WORK/ptb" --output-layer groc --char-init uniform --lexicon "$lex" --out-depth 0 "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}"
   fi
   capture "$WORK/evals/$SCALE/table4-train-$f.json" groc eval "$run" "$WORK/ptb" --split test
 done

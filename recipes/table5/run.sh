@@ -24,7 +24,8 @@ for kind in $KINDS; do
   extra=(); [ "$kind" = groc ] && extra=(--lexicon "$LEX")
   run=reuters$REUTERS_SUFFIX-$kind  # this model's runs and states
   src=$WORK/runs/$SCALE/$run evals=$WORK/evals/$SCALE/table5$REUTERS_SUFFIX-$kind
-  train "$src" "$REUTERS" --output-layer "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}"
+  # shellcheck disable=SC2046
+  train "$src" "$REUTERS" --output-layer "$kind" "${MODEL[@]}" "${emb[@]}" "${BUDGET[@]}" "${extra[@]}" $(char_init_of "$kind")
   dw=(); [ "$kind" = groc ] && dw=(--downweight-new 0.1)
   for d in "${TESTS[@]}"; do
     split=test
