@@ -132,6 +132,24 @@ def test_bad_settings_are_one_line(data, tmp_path, args, message):
     assert not (tmp_path / "r").exists()
 
 
+def test_size_paper_is_the_defaults_and_small_is_the_cpu_size():
+    from groc_cli.models import SIZES
+
+    defaults = {f.name: default_of(f) for f in dataclasses.fields(ModelConfig)}
+    assert {name: defaults[name] for name in SIZES["paper"]} == SIZES["paper"]
+    assert SIZES["small"] == {"emb": 200, "hidden": 200, "layers": 2, "dropout": 0.3, "emb_dropout": 0.3}
+
+
+def test_size_sets_the_model_a_setting_flag_wins_over_it_and_it_over_the_file(data, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("[model]\nemb = 16\nhidden = 24\ndropout = 0.1\n[train]\nmax_tokens = 200\nbatch_size = 4\n")
+    train_json(data, "-o", tmp_path / "r", "--config", config, "--size", "small", "--hidden", "32", "--bptt", "12")
+    model = json.loads((tmp_path / "r" / "config.json").read_text())["model"]
+    assert (model["emb"], model["hidden"], model["layers"], model["dropout"], model["emb_dropout"]) == (200, 32, 2, 0.3, 0.3)
+    r = run_groc("train", data, "-o", tmp_path / "r", "--resume", "--size", "small")
+    assert r.returncode != 0 and r.stderr.decode().strip() == "groc: error: --resume continues with the run's own sizes: drop --size"
+
+
 def test_finetune_takes_no_model_setting(data, tmp_path):
     run_groc("train", data, "-o", tmp_path / "r", *TINY, "--max-tokens", "200", check=True)
     r = run_groc("finetune", tmp_path / "r", data, "-o", tmp_path / "f", "emb=32")

@@ -180,8 +180,10 @@ OVERRIDES = typer.Argument(None, metavar="[KEY=VALUE]...", help="Override any se
 
 
 def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, overrides: list[str] | None,
-            fixed: tuple = (), origin: dict[str, str] | None = None) -> dict[str, Any]:
-    """Build each section's dataclass from its defaults, then the --config file, then the flags given
+            fixed: tuple = (), origin: dict[str, str] | None = None,
+            preset: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Build each section's dataclass from its defaults, then the --config file, then ``preset`` (a
+    flag naming several settings at once, as (its text, {setting: value})), then the flags given
     on the command line, then KEY=VALUE overrides. `fixed` names sections the command does not let
     a file or override change (finetune keeps its model's settings).
 
@@ -225,8 +227,13 @@ def resolve(ctx, sections: dict[str, type], values: dict, config: Path | None, o
             raise GrocError(f"--config {config}: {exc}") from None
         for key, value in entries:
             put(key, value, f"--config {config}", not from_run)
+    if preset is not None:  # a preset is a flag: it wins over the file, a setting's own flag over it
+        where, chosen_values = preset
+        for name, value in chosen_values.items():
+            if name not in explicit:
+                put(name, value, where)
     for name, value in values.items():  # flags given on the command line win over the file
-        if name in owner and name in explicit and config is not None:
+        if name in owner and name in explicit and (config is not None or preset is not None):
             put(name, _from_option(sections[owner[name]], name, value), explicit[name])
     for text in overrides or ():
         try:

@@ -9,15 +9,17 @@ import typer
 
 from ..console import emit_json
 from ..errors import GrocError, SettingError
-from ..models import ModelConfig
+from ..models import SIZES, ModelConfig
 from ..training.api import TrainJob, run_training
 from ..training.loop import TrainConfig
 from . import _settings as S
-from ._inputs import THREADS, VERIFY
+from ._inputs import THREADS, VERIFY, choices
 from ._training_flags import COMMON, check_start, observers
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
+
+  groc train data/ptb -o runs/ptb-tied --output-layer tied --size small     # on a CPU: 2 x 200
 
   groc train data/ptb -o runs/ptb-tied --output-layer tied --emb 300
 
@@ -33,6 +35,9 @@ EPILOG = """[bold]Examples[/bold]
 """
 
 
+Size = choices("Size", *SIZES)
+
+
 @S.with_settings(ModelConfig, TrainConfig)
 def train(
     ctx: typer.Context,
@@ -41,6 +46,12 @@ def train(
     output_dir: Path = typer.Option(..., "-o", "--output-dir", help="Run directory to create."),
     lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="Lexicon table from 'groc lexicon' (needed by --output-layer groc)."),
     config: Optional[Path] = S.CONFIG,
+    size: Optional[Size] = typer.Option(
+        None, "--size",
+        help="A named model size: 'small' (2 x 200, 200-d embeddings, dropout 0.3 on inputs, between and after the "
+             "layers: the size to train on a CPU) or 'paper' (2 x 1024, 300-d embeddings, dropout 0.65: the "
+             "defaults, for a GPU). It wins over --config; --emb, --hidden, --layers, --dropout and --emb-dropout "
+             "win over it."),
     old_output: Optional[str] = typer.Option(None, "--output", hidden=True),
     device: str = COMMON["device"], resume: bool = COMMON["resume"], force: bool = COMMON["force"],
     json_out: bool = COMMON["json_out"], tensorboard: Optional[Path] = COMMON["tensorboard"], verify: bool = VERIFY, threads: str = THREADS,
@@ -50,10 +61,13 @@ def train(
     if old_output is not None:  # -o/--output names a path in every other stage
         raise GrocError(f"--output is now --output-layer (the output layer's kind): use --output-layer {old_output}")
     check_start(resume, force, config, overrides, threads)
-    built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides)
+    if resume and size is not None:
+        raise GrocError("--resume continues with the run's own sizes: drop --size")
+    preset = None if size is None else (f"--size {size.value}", SIZES[size.value])
+    built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides, preset=preset)
     job = TrainJob(dataset=dataset, output_dir=output_dir, lexicon=lexicon, device=device, resume=resume, force=force,
                    verify=verify, given=S.given(ctx))
-    with observers(built["train"].log_every, tensorboard) as progress, S.setting_errors(ctx, SettingError):
+    with observers(built["train"].log_every, tensorboard, built["train"].log_seconds) as progress, S.setting_errors(ctx, SettingError):
         summary = run_training(job, built["train"], model_config=built["model"], progress=progress)
     if json_out:
         emit_json(summary)

@@ -8,7 +8,7 @@ training-step protocol.
 """
 
 from .common import Composed, OutputLayer, SoftmaxComposed
-from .config import ModelConfig, config_class
+from .config import SIZES, ModelConfig, config_class
 from .lexicon import Lexicon
 from .registry import KINDS, output_kinds, output_layer_class, register_output_layer
 
@@ -18,5 +18,5 @@ from . import tables, adaptive, convolutional, groc  # noqa: E402,F401,I001
 
 from .lm import LanguageModel, build_model  # noqa: E402
 
-__all__ = ["KINDS", "Composed", "LanguageModel", "Lexicon", "ModelConfig", "OutputLayer", "SoftmaxComposed",
+__all__ = ["KINDS", "SIZES", "Composed", "LanguageModel", "Lexicon", "ModelConfig", "OutputLayer", "SoftmaxComposed",
            "build_model", "config_class", "output_kinds", "output_layer_class", "register_output_layer"]
