@@ -43,6 +43,7 @@ themselves, because the kernel mixes them with the exact distances inside a bloc
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -76,6 +77,12 @@ SEARCHES = ("auto", "faiss", "torch")
 #: States the default index is trained on when --index-train is not given (IVF4096 wants
 #: about 39 points per centroid; FAISS warns below that).
 DEFAULT_INDEX_TRAIN = 200_000
+#: ``index`` auto: the paper's IVF4096,PQm where FAISS's k-means has its 39 training states per
+#: list (MIN_POINTS_PER_LIST, FAISS's ClusteringParameters.min_points_per_centroid), else exact
+#: search ("Flat"), which on such a datastore is as fast and gives the exact neighbours.
+AUTO = "auto"
+AUTO_LISTS = 4096
+MIN_POINTS_PER_LIST = 39
 # FAISS GPU indexes return at most this many neighbours (faiss/gpu/utils/DeviceDefs.cuh).
 GPU_MAX_KNN = 2048
 # float32 elements of one [queries, candidates, d] slab when re-ranking from stored states:
@@ -174,7 +181,10 @@ class UnboundedSettings:
     take a ``grid`` list)."""
 
     knn: int = setting(1024, "unbounded: neighbours k.")
-    index: str = setting("IVF4096,PQ32", "unbounded: FAISS factory string ('Flat' is exact).")
+    index: str = setting(AUTO, "unbounded: FAISS factory string ('Flat' is exact), or auto: 'Flat' when fewer states "
+                         "train the index than IVF4096 needs (39 a list: 159,744), else the paper's 'IVF4096,PQm' (m the "
+                         "largest divisor of the hidden size up to 32; ',RFlat' added for `datastore` disk); with "
+                         "`index_load`, the loaded index's. The log and the record name the choice.")
     nprobe: int = setting(8, "unbounded: inverted lists visited per query (IVF indexes).")
     kernel: str = setting("gaussian", "unbounded: gaussian or epanechnikov.")
     bandwidth_scale: float = setting(1.0, "unbounded: multiplies the k-th-neighbour bandwidth (1 = paper).")
@@ -418,7 +428,35 @@ class UnboundedCache(ConfiguredCache):
         if s.datastore == "disk" and not ctx.has_states:
             raise SettingError("`datastore` disk reads the states from a dump: add `states` DIR "
                              "(written by 'groc dump RUN DATASET --split S -o DIR')")
-        cls._empty_index(s, ctx.dim, ctx.device)
+        cls._empty_index(cls.resolved(s, ctx.dim, ctx.total)[0], ctx.dim, ctx.device)
+
+    @classmethod
+    def resolved(cls, s: UnboundedSettings, dim: int, total: int) -> tuple[UnboundedSettings, str]:
+        """``s`` with ``index`` auto replaced by the index it chooses for ``dim``-dimensional states and a
+        stream of ``total`` predictions (0: not yet known, then the IVF choice, to check the other
+        settings against), and why (empty when ``index`` was given)."""
+        if s.index != AUTO:
+            return s, ""
+        if s.index_load:
+            meta = Path(s.index_load).with_name(Path(s.index_load).name + ".json")
+            try:
+                factory = json.loads(meta.read_text())["factory"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise SettingError(f"`index` auto takes the loaded index's factory string from {meta}, which is "
+                                   "missing or unreadable: give `index` (the one `index_save` was given)") from None
+            if not isinstance(factory, str) or not factory:
+                raise SettingError(f"`index` auto: {meta} names no factory string: give `index`")
+            return dataclasses.replace(s, index=factory), f"the loaded index's, {s.index_load}"
+        if s.search == "torch":
+            return dataclasses.replace(s, index="Flat"), "exact search in torch"
+        need = AUTO_LISTS * MIN_POINTS_PER_LIST
+        n_train = min(s.index_train or DEFAULT_INDEX_TRAIN, total)
+        if total and n_train < need:
+            return dataclasses.replace(s, index="Flat"), (
+                f"exact: {n_train:,} training states, fewer than the {need:,} IVF{AUTO_LISTS} needs")
+        m = max(d for d in range(1, 33) if dim % d == 0)
+        factory = f"IVF{AUTO_LISTS},PQ{m}" + (",RFlat" if s.datastore == "disk" else "")
+        return dataclasses.replace(s, index=factory), f"IVF-PQ, trained on {n_train:,} states" if total else ""
 
     @classmethod
     def _empty_index(cls, s: UnboundedSettings, dim: int, device: str) -> faiss.Index:
@@ -452,6 +490,7 @@ class UnboundedCache(ConfiguredCache):
             raise SettingError(f"`knn` {k} is larger than the datastore can ever hold: the {ctx.split} split has "
                              f"{total:,} predictions, so at most {total - 1:,} states precede the last one; choose "
                              f"`knn` <= {max(total - 1, 1):,}")
+        s = cls.resolved(s, ctx.dim, total)[0]
         index = cls._empty_index(s, ctx.dim, ctx.device)
         if index.is_trained or s.index_load:
             return 0
@@ -469,6 +508,9 @@ class UnboundedCache(ConfiguredCache):
                       first_states: np.ndarray | None = None) -> "UnboundedCache":
         """The cache, trained on ``first_states`` (see ``warmup``) or loaded from ``index_load``;
         a trained index is saved to ``index_save``."""
+        s, why = cls.resolved(s, ctx.dim, ctx.total)
+        if why:
+            ctx.log(f"unbounded cache: index auto is {s.index} ({why})")
         if first_states is not None:
             ctx.log(f"training FAISS index {s.index} on the first {len(first_states):,} states of the stream")
         flat = is_flat(cls._empty_index(s, ctx.dim, ctx.device))

@@ -174,3 +174,42 @@ def test_bad_settings_raise_one_line_errors(runs, kw, message):
     with pytest.raises(GrocError, match=message) as info:
         evaluate(runs / "tied", runs / "a", EvalSettings(split="valid", device="cpu", **kw))
     assert "\n" not in str(info.value)
+
+
+def test_unbounded_index_auto_is_exact_on_a_small_datastore_and_says_so(runs):
+    out, err = eval_cli(runs / "tied", runs / "a", "--split", "valid", "--device", "cpu", "--cache", "unbounded",
+                        "--knn", "8", "--cache-weight", "0.2")
+    assert "unbounded cache: index auto is Flat (exact:" in err
+    assert "please provide at least" not in err  # FAISS's own k-means warning
+    assert out["settings"]["index"] == "auto" and out["cache_config"]["index"] == "Flat"
+    flat, _ = eval_cli(runs / "tied", runs / "a", "--split", "valid", "--device", "cpu", "--cache", "unbounded",
+                       "--knn", "8", "--cache-weight", "0.2", "--index", "Flat")
+    assert out["perplexity"] == flat["perplexity"]
+
+
+@pytest.mark.parametrize("dim,total,kw,chosen", [
+    (300, 10_000_000, {}, "IVF4096,PQ30"),           # PQ's m divides the states' size
+    (1024, 10_000_000, {}, "IVF4096,PQ32"),          # the paper's
+    (200, 10_000_000, {"datastore": "disk"}, "IVF4096,PQ25,RFlat"),
+    (256, 10_000_000, {"index_train": 100_000}, "Flat"),  # too few training states for 4,096 lists
+    (256, 159_744, {}, "IVF4096,PQ32"),
+    (256, 159_743, {}, "Flat"),
+    (256, 10_000_000, {"search": "torch"}, "Flat"),
+    (256, 10_000_000, {"index": "IVF64,Flat"}, "IVF64,Flat"),  # a given index is kept
+])
+def test_unbounded_index_auto_choice(dim, total, kw, chosen):
+    from groc_cli.caches.unbounded import UnboundedCache, UnboundedSettings
+
+    assert UnboundedCache.resolved(UnboundedSettings(**kw), dim, total)[0].index == chosen
+
+
+def test_unbounded_index_auto_with_index_load_takes_the_saved_factory(tmp_path):
+    from groc_cli.caches.unbounded import UnboundedCache, UnboundedSettings
+    from groc_cli.errors import SettingError
+
+    saved = tmp_path / "valid.index"
+    saved.write_bytes(b"")
+    with pytest.raises(SettingError, match="give index"):
+        UnboundedCache.resolved(UnboundedSettings(index_load=saved), 64, 1000)
+    (tmp_path / "valid.index.json").write_text(json.dumps({"factory": "IVF16,PQ8", "dim": 64}))
+    assert UnboundedCache.resolved(UnboundedSettings(index_load=saved), 64, 1000)[0].index == "IVF16,PQ8"
