@@ -17,6 +17,7 @@ lands where it can be raised. The received signals are kept for the exit status 
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -31,6 +32,9 @@ _active = False
 _hooked = sys.unraisablehook
 _catcher = None  # the code of the function that catches the interrupts (groc's main)
 _previous: dict = {}  # the handlers before `install`, for `uninstall`
+_deferring = 0  # nesting depth of `deferred` blocks
+_held: list[BaseException] = []  # the interrupt a `deferred` block holds until it ends
+_torn = False  # an interrupt was raised inside a `deferred` block (a second one), leaving its work part-done
 
 
 def install() -> None:
@@ -77,7 +81,36 @@ def received() -> BaseException | None:
     return _received[-1] if _received else None
 
 
+@contextlib.contextmanager
+def deferred():
+    """A block whose work is done whole or not at all (a training step, with its position): an
+    interrupt that arrives within it is held and raised as the block ends; a second one, the user
+    insisting, is raised at once, and ``torn`` then says that the block's work is part-done."""
+    global _deferring, _torn
+    if _deferring == 0:
+        _torn = False
+    _deferring += 1
+    try:
+        yield
+    except BaseException:
+        _deferring -= 1
+        if _deferring == 0:
+            _held.clear()
+        raise
+    _deferring -= 1
+    if _deferring == 0 and _held:
+        exc = _held.pop()
+        _held.clear()
+        raise exc
+
+
+def torn() -> bool:
+    """Whether the last interrupt was raised inside a `deferred` block rather than at its end."""
+    return _torn
+
+
 def handler(signum: int, frame) -> None:
+    global _torn
     if not _active:
         return
     again = signum in _redelivering
@@ -88,6 +121,11 @@ def handler(signum: int, frame) -> None:
     if where == "string":
         _deliver_later(signum)
     elif where == "main":
+        if _deferring and not _held:
+            _held.append(_received[-1])
+            return
+        if _deferring:
+            _torn = True
         raise _received[-1]
 
 

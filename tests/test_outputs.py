@@ -118,16 +118,27 @@ def test_an_interrupted_run_says_where_its_checkpoint_is(work, tmp_path, signum,
     assert resumed.returncode == 0, resumed.stderr.decode()
 
 
-def test_a_run_interrupted_before_its_first_checkpoint_leaves_nothing(work, tmp_path):
+def test_a_run_interrupted_in_its_first_epoch_keeps_what_it_trained(work, tmp_path):
+    """Ctrl-C before the first checkpoint used to remove the run ("nothing was trained"): the step it
+    lands in is finished, checkpointed and resumable, and the resumed run goes on from that step."""
     run = tmp_path / "run"
-    # A large model: its first epoch (and checkpoint) takes many seconds, so the signal comes before
-    # it even on a busy machine.
-    proc = start("train", work / "data", "-o", run, *TINY, "--emb", "512", "--hidden", "1024", *ENDLESS)
-    wait_for(lambda: (run / "config.json").exists(), "the run directory", proc)
+    # A large model: its first epoch (and checkpoint) takes many seconds, so the signal comes well before it.
+    proc = start("train", work / "data", "-o", run, *TINY, "--emb", "512", "--hidden", "1024", "--log-every", "1",
+                 *ENDLESS)
+    for line in iter(proc.stderr.readline, b""):
+        if line.startswith(b"epoch 1 step 3/"):
+            break
     proc.send_signal(signal.SIGINT)
     err = proc.communicate(timeout=60)[1].decode()
-    assert proc.returncode == 130 and "nothing was trained" in err, err
-    assert not run.exists() and leftovers(tmp_path) == []
+    assert proc.returncode == 130 and f"the last checkpoint is kept in {run / 'last'}: continue with --resume" in err, err
+    assert not (run / "best").exists() and leftovers(tmp_path) == []
+    import torch
+
+    step = torch.load(run / "last" / "trainer.pt", weights_only=False)["position"]["step"]
+    assert step >= 3
+    resumed = run_groc("train", work / "data", "-o", run, "--resume", "--max-epochs", "1", "--log-every", "1")
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert f"step {step + 1}/".encode() in resumed.stderr and f"step {step}/".encode() not in resumed.stderr
 
 
 # Ctrl-C lands at the first training step inside what cannot raise it: code compiled from a string

@@ -24,8 +24,10 @@ class StepProgress:
     end of the epoch or to the budget (--max-tokens, --max-minutes), whichever comes first. Use as
     a context manager around training."""
 
-    def __init__(self, log_every: int):
+    def __init__(self, log_every: int, log_seconds: float = 0.0):
         self.log_every = log_every
+        self.log_seconds = log_seconds
+        self.logged = time.monotonic()
         self.live = err.is_terminal
         self.bar: Progress | None = None
         self.task = None
@@ -61,8 +63,10 @@ class StepProgress:
     def __call__(self, trainer, steps_per_epoch: int) -> None:
         pos = trainer.pos
         step_in_epoch = math.ceil(pos.batch / trainer.config.bptt)
-        if not self.live and pos.step % self.log_every:
+        if not self.live and pos.step % self.log_every and not (
+                self.log_seconds and time.monotonic() - self.logged >= self.log_seconds):
             return
+        self.logged = time.monotonic()
         loss = pos.epoch_loss / max(pos.epoch_tokens, 1)
         rate = pos.epoch_tokens / max(pos.epoch_seconds, 1e-9)
         eta, until = self.eta(trainer, steps_per_epoch, step_in_epoch)
@@ -81,9 +85,9 @@ class StepProgress:
 
 
 @contextlib.contextmanager
-def observers(log_every: int, tensorboard: Path | None) -> Iterator:
+def observers(log_every: int, tensorboard: Path | None, log_seconds: float = 0.0) -> Iterator:
     """The training observer: the progress display, and with --tensorboard DIR TensorBoard's writer."""
-    with StepProgress(log_every) as progress:
+    with StepProgress(log_every, log_seconds) as progress:
         if tensorboard is None:
             yield progress
             return

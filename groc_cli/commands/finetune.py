@@ -45,7 +45,7 @@ def finetune(
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides, fixed=("model",))
     job = TrainJob(dataset=dataset, output_dir=output_dir, lexicon=lexicon, device=device, resume=resume, force=force,
                    verify=verify, given=S.given(ctx))
-    with observers(built["train"].log_every, tensorboard) as progress:
+    with observers(built["train"].log_every, tensorboard, built["train"].log_seconds) as progress:
         summary = run_training(job, built["train"], source_run=run, progress=progress)
     if json_out:
         emit_json(summary)

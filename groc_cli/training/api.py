@@ -272,7 +272,8 @@ class _FromRun:
 
 # Settings a resumed run may change: the budgets, and how often it reports and checkpoints
 # (neither changes what is computed).
-RESUME_MAY_CHANGE = ("max_epochs", "max_tokens", "max_minutes", "log_every", "checkpoint_every")
+RESUME_MAY_CHANGE = ("max_epochs", "max_tokens", "max_minutes", "log_every", "log_seconds", "checkpoint_every",
+                     "checkpoint_minutes")
 
 
 def _set_by_caller(*configs) -> dict[str, str]:

@@ -26,6 +26,7 @@ import pyarrow as pa
 import torch
 import torch.distributed as dist
 
+from .. import interrupts
 from ..artifacts import atomic_group, provenance, write_json, write_parquet
 from ..console import log
 from ..errors import GrocError, SettingError
@@ -88,7 +89,12 @@ class TrainConfig:
     amp: bool = setting(False, "bfloat16 mixed precision on CUDA (ignored on CPU). Off by default: the convolutional "
                         "output layer diverged under it at the paper's size (docs/reproduction.md).")
     checkpoint_every: int = setting(0, "Also checkpoint every N steps (0: at epoch ends).", low=0)
+    checkpoint_minutes: float = setting(5.0, "Also checkpoint when N minutes of training have passed since the last "
+                                        "checkpoint (0: never by time), so that a crash or a killed job loses at most "
+                                        "that much of an epoch.", low=0)
     log_every: int = setting(100, "Steps between progress lines when stderr is not a terminal.", low=1)
+    log_seconds: float = setting(60.0, "When stderr is not a terminal, also a progress line after N seconds without "
+                                 "one (0: every `log_every` steps only).", low=0)
     deterministic: bool = setting(False, "Deterministic kernels (slower on GPU).", negation=False)
 
     def __post_init__(self) -> None:
@@ -240,6 +246,7 @@ class Trainer:
         self.metrics: list[dict] = []
         self.steps: list[tuple] = []  # one row of STEP_COLUMNS per optimizer step
         self._steps_flushed = time.monotonic()
+        self._checkpointed = time.monotonic()
         self.state = None
         self.on_epoch = on_epoch
         # A run record (config.json) to write with the next checkpoint, in its atomic group: a resumed
@@ -305,6 +312,7 @@ class Trainer:
         checkpoint is the best so far, metrics.parquet and steps.parquet are written aside together
         and swapped in only when every one is complete, so a full disk or an error part-way leaves
         the previous checkpoint whole (a best/ newer than last/ would not be)."""
+        self._checkpointed = time.monotonic()
         if self.rank != 0:
             return
         self._read_steps()  # every step up to here is in the record
@@ -396,39 +404,49 @@ class Trainer:
             starts = range(self.pos.batch, self.train_cols.size(0) - 1, cfg.bptt)
             if self.static is not None:
                 self.static.set_state(None if self.pos.batch == 0 else self.state)
-            for i in starts:
-                step_start = time.perf_counter()
-                n = min(cfg.bptt, self.train_cols.size(0) - 1 - i)
-                if self.static is not None:
-                    self._static_window(i, n)
-                else:
-                    self._eager_window(i, n)
-                tokens = n * self.train_cols.size(1) * self.world
-                self.pos.batch = i + n
-                self.pos.step += 1
-                self.pos.tokens += tokens
-                self.pos.epoch_tokens += tokens
-                now = time.perf_counter()
-                self.pos.epoch_seconds = now - epoch_start
-                self.pos.seconds = now - started
-                self._unread.append((self.pos.step, self.pos.epoch, self.pos.tokens, tokens // self.world,
-                                     tokens / max(now - step_start, 1e-9), self.pos.seconds))
-                if self.static is None or self.static.pending >= READ_EVERY:
-                    self._read_steps()
-                if time.monotonic() - self._steps_flushed >= STEPS_FLUSH_SECONDS:
-                    self._write_metrics()
-                if progress is not None:
-                    progress(self, steps_per_epoch)
-                rebalance_threads()
-                if cfg.max_tokens is not None and self.pos.tokens >= cfg.max_tokens:
-                    stop_reason, partial = "max-tokens", True
-                elif cfg.max_minutes is not None and self.pos.seconds >= 60 * cfg.max_minutes:
-                    stop_reason, partial = "max-minutes", True
-                if stop_reason:
-                    partial = self.pos.batch < self.train_cols.size(0) - 1
-                    break
-                if cfg.checkpoint_every and self.pos.step % cfg.checkpoint_every == 0:
+            try:
+                for i in starts:
+                    # A step, its position and its records, whole: Ctrl-C here is taken when they are done (a
+                    # second one at once), and what was trained is kept as a checkpoint to resume from.
+                    with interrupts.deferred():
+                        step_start = time.perf_counter()
+                        n = min(cfg.bptt, self.train_cols.size(0) - 1 - i)
+                        if self.static is not None:
+                            self._static_window(i, n)
+                        else:
+                            self._eager_window(i, n)
+                        tokens = n * self.train_cols.size(1) * self.world
+                        self.pos.batch = i + n
+                        self.pos.step += 1
+                        self.pos.tokens += tokens
+                        self.pos.epoch_tokens += tokens
+                        now = time.perf_counter()
+                        self.pos.epoch_seconds = now - epoch_start
+                        self.pos.seconds = now - started
+                        self._unread.append((self.pos.step, self.pos.epoch, self.pos.tokens, tokens // self.world,
+                                             tokens / max(now - step_start, 1e-9), self.pos.seconds))
+                        if self.static is None or self.static.pending >= READ_EVERY:
+                            self._read_steps()
+                        if time.monotonic() - self._steps_flushed >= STEPS_FLUSH_SECONDS:
+                            self._write_metrics()
+                        if progress is not None:
+                            progress(self, steps_per_epoch)
+                        rebalance_threads()
+                        if cfg.max_tokens is not None and self.pos.tokens >= cfg.max_tokens:
+                            stop_reason, partial = "max-tokens", True
+                        elif cfg.max_minutes is not None and self.pos.seconds >= 60 * cfg.max_minutes:
+                            stop_reason, partial = "max-minutes", True
+                        if stop_reason:
+                            partial = self.pos.batch < self.train_cols.size(0) - 1
+                            break
+                        if cfg.checkpoint_every and self.pos.step % cfg.checkpoint_every == 0:
+                            self.checkpoint()
+                        elif cfg.checkpoint_minutes and time.monotonic() - self._checkpointed >= 60 * cfg.checkpoint_minutes:
+                            self.checkpoint()
+            except KeyboardInterrupt:
+                if not interrupts.torn() and self.world == 1 and self.pos.step > 0:
                     self.checkpoint()
+                raise
             stop_reason = self._end_epoch(partial) or stop_reason
         if stop_reason is None:
             stop_reason = "max-epochs"
