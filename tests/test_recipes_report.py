@@ -158,9 +158,11 @@ def build_quickstart(rng):
     for kind in ("tied", "groc"):
         _write(Path(f"out/{kind}/summary.json"), {"tokens": 170_123, "parameters": rng.randrange(300_000, 500_000)})
         for d in report.recipe("quickstart").QUICKSTART_SETS:
+            cache_base = _ppl(rng)  # the model the caches are given: GroC's new words down-weighted
             for n in ("base", "local", "unbounded"):
                 _write(Path(f"out/evals/{kind}-{d}-{n}.json"), {"tokens": rng.randrange(20_000, 40_000), "oov_rate": rng.random() / 5,
                                                                 "new_words": rng.randrange(100, 3_000), "perplexity": _ppl(rng),
+                                                                "model_perplexity": cache_base,
                                                                 "environment": QUICKSTART_ENVIRONMENT})
 
 
@@ -403,3 +405,18 @@ def test_table2_cpu_notes_the_words_that_make_a_difference_infinite_ones_include
                   "b_better": [{"word": "of", "tokens": 2195, "sum_diff": -73.9}]}) == (
         "summed over every token infinite nats; costing GroC most <unk> infinite (4,794 tokens); gaining it most "
         "of -73.9 (2,195 tokens)")
+
+
+def test_quickstart_verdict_names_groc_against_tied_and_each_cache_against_its_starting_point():
+    table = report.recipe("quickstart")
+    evals = {}
+    for d, (tied, groc) in zip(table.QUICKSTART_SETS, [(100, 110), (200, 150), (400, 300)]):
+        evals["tied", d] = {"base": {"perplexity": tied}, "local": {"perplexity": tied * 0.9, "model_perplexity": tied},
+                            "unbounded": {"perplexity": tied * 0.8, "model_perplexity": tied}}
+        # GroC's caches start from its down-weighted model (here 5% above its own perplexity), not from it
+        evals["groc", d] = {"base": {"perplexity": groc},
+                            "local": {"perplexity": groc, "model_perplexity": groc * 1.05},
+                            "unbounded": {"perplexity": groc * 1.05 * 1.1, "model_perplexity": groc * 1.05}}
+    assert table.verdict(evals) == (
+        "Verdict (perplexity change, - is better): GroC against tied, no cache: Emma +10.0%, near -25.0%, far -25.0%; "
+        "each cache against 'cache on': local -4.8% to -10.0%, unbounded +10.0% to -20.0% (9 of 12 lower).")
