@@ -293,7 +293,7 @@ class LoadedRun:
                  **settings) -> list["Sample"]:
         """Samples continuing each prompt (a string split on whitespace, or a token list; "" starts a
         line from nothing), ``num_samples`` per prompt, in order. ``vocab``: see ``generation_vocab``;
-        ``settings``: max_tokens, temperature (0: greedy), top_k, top_p, seed, num_samples
+        ``settings``: max_tokens, temperature (0: greedy), top_k, top_p, seed, num_samples, unk (False: never draw <unk>)
         (``generation.GenerateSettings``). Each sample has ``words``, ``log_probs``, ``text``, ``stop``."""
         return [sample for sample, word in self.generate_stream(prompts, vocab, **settings) if word is None]
 
@@ -315,6 +315,8 @@ class LoadedRun:
         size = len(out)
         eos = out.index(EOS) if words is not None else self.index[EOS]
         where = {w: i for i, w in enumerate(out)}
+        # A chosen vocabulary never holds <unk> (generation_vocab); the run's own does, unless refused.
+        banned = where.get(UNK) if not s.unk else None
         generator = torch.Generator().manual_seed(s.seed)
         unseen_noted = False
         with torch.no_grad():
@@ -333,14 +335,14 @@ class LoadedRun:
                     ids = [where[t] if t in where else size + extra.index(t) for t in tokens]
                 view = self._generation_view(rows, extra)
                 hidden, state = self.model(self._column([eos] + ids), self.start_state(), view)
-                first = self._next(view, hidden[-1:, 0], size)
+                first = self._next(view, hidden[-1:, 0], size, banned)
                 for k in range(s.num_samples):
                     sample = Sample(" ".join(tokens), k)
                     carried = [state]
 
                     def step(i: int) -> torch.Tensor:
                         h, carried[0] = self.model(self._column([i]), carried[0], view)
-                        return self._next(view, h[-1:, 0], size)
+                        return self._next(view, h[-1:, 0], size, banned)
 
                     for i, lp in sample_words(step, first, eos, s, generator):
                         if i == eos:
@@ -370,11 +372,16 @@ class LoadedRun:
         return torch.tensor(ids, dtype=torch.long, device=self.device).view(-1, 1)
 
     @staticmethod
-    def _next(view, hidden: torch.Tensor, size: int) -> torch.Tensor:
-        """Log-probs (CPU, float64) over the first ``size`` words of ``view``, renormalised."""
+    def _next(view, hidden: torch.Tensor, size: int, banned: int | None = None) -> torch.Tensor:
+        """Log-probs (CPU, float64) over the first ``size`` words of ``view``, renormalised; ``banned``
+        (a word's index, <unk>'s) at -inf, the others renormalised without it."""
         lp = view.log_probs(hidden.float())[0].double().cpu()
         if lp.numel() > size:
             lp = lp[:size] - torch.logsumexp(lp[:size], 0)
+        if banned is not None:
+            lp = lp.clone()
+            lp[banned] = -math.inf
+            lp = lp - torch.logsumexp(lp, 0)
         return lp
 
     def log_probs(self, prefix: Sequence[str] | str) -> torch.Tensor:

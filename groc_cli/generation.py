@@ -38,6 +38,10 @@ class GenerateSettings:
                                   "probabilities sum to at least p, in (0, 1] (default: all).", low=0, low_open=True, high=1)
     seed: int = setting(0, "Seed of the draws: the same seed gives the same samples on the same machine.", low=0)
     num_samples: int = setting(1, "Samples per prompt.", low=1)
+    unk: bool = setting(True, "Let samples draw <unk>, the run's word for every rare or unseen word (the default: the "
+                        "model's own distribution, so <unk> may be emitted), or never draw it (no-unk: its "
+                        "probability is shared among the other words, and the log-probabilities reported are over "
+                        "them).", negation="no-unk")
 
     def __post_init__(self) -> None:
         check_fields(self)

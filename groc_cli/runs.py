@@ -6,12 +6,15 @@ training ends: epochs, stopping reason, best validation perplexity, seconds) and
 without one (training, or interrupted: ``resume`` continues it), ``metrics.parquet`` and the last row of
 ``steps.parquet`` (minutes trained so far). A run whose output lock (``.NAME.lock`` beside it, which
 ``train`` and ``finetune`` hold while they write it) names a live process is "running (pid N)"; its row only
-reads files, so it never blocks that process. Its test perplexity comes from a ``groc eval`` JSON
-found under the same directories whose ``run`` is that run as it is now (the checkpoint it scored still
-has the JSON's model checksum; a relative run path is tried from the working directory and from the
-directories above the JSON, ``_run_of``) and whose split is test, without a cache (closed vocabulary
-preferred). A record (``is_record``: a finished run kept without its checkpoints, its evaluations inside
-it) is a row with status "record" and the test perplexity of its own evaluation. A directory that holds a
+reads files, so it never blocks that process. Its evaluations are those ``groc eval`` keeps inside it
+(``evals/``, ``record_evaluation``), and ``groc eval`` JSON files found under the same directories whose
+``run`` is that run as it is now (a relative run path is tried from the working directory and from the
+directories above the JSON, ``_run_of``); each counts only while the checkpoint it scored still has the
+JSON's model checksum. Each is listed with its dataset and split (``evals``); the test perplexity is a
+test split's without a cache, on the run's own dataset first (closed vocabulary preferred), with its
+dataset. A record (``is_record``: a finished run kept without its checkpoints, its evaluations inside
+it) is a row with status "record" and the test perplexity of its own evaluation. Symbolic links below
+the directories given are not followed. A directory that holds a
 ``config.json`` that cannot be read is a row whose status says why, not an error.
 """
 
@@ -27,7 +30,9 @@ from .formats import RUN_FORMAT
 from .errors import GrocError
 
 COLUMNS = ("run", "status", "kind", "stage", "parameters", "dataset", "epochs", "stop_reason", "best_valid_ppl",
-           "test_ppl", "test_vocab", "minutes", "groc_version")
+           "test_ppl", "test_dataset", "test_vocab", "evals", "minutes", "groc_version")
+#: Where ``groc eval`` records each evaluation of a run, inside the run (``record_evaluation``).
+EVALS_DIR = "evals"
 #: Directories not searched (hidden ones too: a --force replacement trains in .NAME.incomplete-*).
 SKIP = {"__pycache__", "node_modules", "best", "last", "states", "cache"}
 #: Eval JSON files read at most this large (a grid's JSON is far smaller; anything bigger is not one).
@@ -44,19 +49,26 @@ def find(roots: Iterable[Path]) -> tuple[list[Path], list[Path]]:
             raise GrocError(f"{root}: no such directory")
         if not root.is_dir():  # a file, or a device such as /dev/null
             raise GrocError(f"{root} is not a directory; give directories that hold run directories (or runs themselves)")
-        for here, dirs, files in os.walk(root, followlinks=True):
+        # Symbolic links below the root are not followed, to directories or to files: what is listed lies
+        # inside the directories given (a link to a run elsewhere is not that run; give its directory).
+        for here, dirs, files in os.walk(root, followlinks=False):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP)
             here = Path(here)
-            real = here.resolve()  # a symlink (pytest's *current) shows the same run once
+            real = here.resolve()  # a root given twice, or a root inside another, shows each run once
             if real in seen:
                 dirs[:] = []
                 continue
             seen.add(real)
+            files = [f for f in files if not (here / f).is_symlink()]
             if "config.json" in files and _claims_run(here / "config.json"):
                 runs.add(here)
                 dirs[:] = []  # a run holds no other runs
-                # its own evaluations (a record keeps them beside its summary; _evals checks whose they are)
+                # its own evaluations (a record keeps them beside its summary; groc eval records each one under
+                # evals/; _evals checks whose they are)
                 jsons.update(here / f for f in files if f.endswith(".json") and f not in ("config.json", "summary.json"))
+                recorded = here / EVALS_DIR
+                if recorded.is_dir() and not recorded.is_symlink():
+                    jsons.update(f for f in recorded.iterdir() if f.suffix == ".json" and not f.is_symlink())
                 continue
             jsons.update(here / f for f in files if f.endswith(".json"))
     return sorted(runs), sorted(jsons)
@@ -147,11 +159,14 @@ def _run_of(path: Path, data: dict, settings: dict, known: set[str], hashes: dic
     return None
 
 
-def _evals(jsons: list[Path], known: set[str]) -> dict[str, tuple[int, float, str]]:
-    """Resolved run path (one of ``known``) -> (preference, test perplexity, vocabulary) of the best eval
-    JSON for it."""
-    found: dict[str, tuple[int, float, str]] = {}
+def _evals(jsons: list[Path], known: set[str]) -> dict[str, dict]:
+    """Resolved run path (one of ``known``) -> {"test": (preference, test perplexity, vocabulary, dataset) of the
+    eval JSON that gives its test perplexity, or None; "all": every evaluation of it found, once each, as
+    {dataset, split, vocab, cache, perplexity}}. The test perplexity is a test split's without a cache,
+    the run's own dataset's first (its checksum), then the closed vocabulary's."""
+    found: dict[str, dict] = {}
     hashes: dict[Path, str | None] = {}
+    seen: set[tuple] = set()
     for path in jsons:
         try:
             if path.stat().st_size > MAX_EVAL_BYTES:
@@ -162,19 +177,85 @@ def _evals(jsons: list[Path], known: set[str]) -> dict[str, tuple[int, float, st
         if not data or "run" not in data or not isinstance(data.get("perplexity"), (int, float)):
             continue
         settings = data.get("settings") if isinstance(data.get("settings"), dict) else {}
-        if settings.get("split") != "test" or settings.get("cache", "none") != "none" or settings.get("grid"):
+        if settings.get("grid"):
             continue
         # A record's own evaluation is the record's (no weights are left to check it against; the run it
-        # names, if also listed, has its own copy under evals/); any other is the run it scored.
+        # names, if also listed, has its own copy under evals/); one that groc eval recorded inside a run
+        # (evals/) is that run's while its checksum holds; any other is the run it scored.
         own = str(path.parent.resolve())
-        key = own if own in known and is_record(path.parent) else _run_of(path, data, settings, known, hashes)
+        inside = str(path.parent.parent.resolve()) if path.parent.name == EVALS_DIR else None
+        if own in known and is_record(path.parent):
+            key = own
+        elif inside in known:
+            key = inside if is_record(Path(inside)) else _checked(inside, data, settings, hashes)
+        else:
+            key = _run_of(path, data, settings, known, hashes)
         if key is None:
             continue
-        vocab = str(settings.get("vocab", "model"))
-        rank = 0 if vocab == "model" else 1
-        if key not in found or rank < found[key][0]:
-            found[key] = (rank, float(data["perplexity"]), vocab)
+        entry = found.setdefault(key, {"test": None, "all": []})
+        dataset = Path(str(data.get("dataset"))).name if data.get("dataset") else None
+        vocab, cache = str(settings.get("vocab", "model")), str(settings.get("cache", "none"))
+        split = settings.get("split")
+        same = (key, data.get("dataset_checksum") or dataset, split, vocab, cache,
+                json.dumps(settings, sort_keys=True, default=str), float(data["perplexity"]))
+        if same not in seen:
+            seen.add(same)
+            entry["all"].append({"dataset": dataset, "split": split, "vocab": vocab, "cache": cache,
+                                 "perplexity": float(data["perplexity"])})
+        if split != "test" or cache != "none":
+            continue
+        rank = (0 if data.get("dataset_checksum") == _trained_on(key) else 1, 0 if vocab == "model" else 1)
+        if entry["test"] is None or rank < entry["test"][0]:
+            entry["test"] = (rank, float(data["perplexity"]), vocab, dataset)
+    for entry in found.values():
+        entry["all"].sort(key=lambda e: (str(e["dataset"]), str(e["split"]), e["vocab"], e["cache"], e["perplexity"]))
     return found
+
+
+def _trained_on(run: str) -> str | None:
+    """The checksum of the dataset a run was trained on (its config.json), or None."""
+    config = _load(Path(run) / "config.json") or {}
+    dataset = config.get("dataset") if isinstance(config.get("dataset"), dict) else {}
+    return dataset.get("checksum") if isinstance(dataset.get("checksum"), str) else None
+
+
+def _checked(run: str, data: dict, settings: dict, hashes: dict[Path, str | None]) -> str | None:
+    """``run`` if the checkpoint the eval JSON ``data`` scored still has its model checksum (or it records none)."""
+    checksum = data.get("model_checksum")
+    if not isinstance(checksum, str):
+        return run
+    which = settings.get("checkpoint") if settings.get("checkpoint") in ("best", "last") else "best"
+    weights = Path(run) / which / "model.safetensors"
+    if weights not in hashes:
+        from .artifacts import sha256_file
+
+        try:
+            hashes[weights] = sha256_file(weights)
+        except OSError:
+            hashes[weights] = None
+    return run if hashes[weights] == checksum else None
+
+
+def record_evaluation(result: dict, run_dir: Path) -> Path:
+    """Keep an evaluation's record (``groc eval``'s JSON) inside the run it scored, under evals/, so that
+    ``groc runs`` finds it from the run alone: named by split, dataset and a digest of what it measured
+    (dataset and model checksums, settings), so evaluating the same again replaces it. Returns the path;
+    OSError where the run cannot be written (a read-only copy)."""
+    import hashlib
+
+    from .artifacts import write_json
+    from .console import strict_json
+
+    settings = result.get("settings") or {}
+    key = strict_json({"dataset": result.get("dataset_checksum"), "model": result.get("model_checksum"),
+                       "settings": settings}, sort_keys=True)
+    dataset = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(str(result.get("dataset"))).name)[:60]
+    name = f"{settings.get('split', 'split')}-{dataset or 'dataset'}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
+    folder = Path(run_dir) / EVALS_DIR
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    write_json(result, path)
+    return path
 
 
 def is_record(run: Path) -> bool:
@@ -184,7 +265,7 @@ def is_record(run: Path) -> bool:
     return (run / "summary.json").is_file() and not (run / "best").exists() and not (run / "last").exists()
 
 
-def row(run: Path, evals: dict[str, tuple[int, float, str]]) -> dict:
+def row(run: Path, evals: dict[str, dict]) -> dict:
     """One run's row (COLUMNS); ``status``: done, record (done, kept without its checkpoints), running (pid N),
     unfinished or damaged (with why)."""
     out = {c: None for c in COLUMNS}
@@ -216,9 +297,11 @@ def row(run: Path, evals: dict[str, tuple[int, float, str]]) -> dict:
         out["status"] = "record"
     elif not (run / "best" / "model.safetensors").is_file() and out["status"] == "done":
         out["status"] = "damaged: best/model.safetensors missing"
-    test = evals.get(str(run.resolve()))
-    if test is not None:
-        out["test_ppl"], out["test_vocab"] = test[1], test[2]
+    found = evals.get(str(run.resolve()))
+    if found is not None:
+        if found["test"] is not None:
+            out["test_ppl"], out["test_vocab"], out["test_dataset"] = found["test"][1], found["test"][2], found["test"][3]
+        out["evals"] = found["all"] or None
     return out
 
 
@@ -240,9 +323,24 @@ def table(roots: Iterable[Path], sort: str | None = None) -> list[dict]:
     return rows
 
 
+def evals_text(evals: list[dict] | None) -> str | None:
+    """A row's evaluations in one cell: "dataset/split ppl" each (with the vocabulary and cache where not
+    the closed one without a cache), separated by "; "."""
+    if not evals:
+        return None
+    parts = []
+    for e in evals:
+        extra = "".join(f" {x}" for x in ((e["vocab"] if e["vocab"] != "model" else None),
+                                            (f"+{e['cache']}" if e["cache"] != "none" else None)) if x)
+        parts.append(f"{e['dataset']}/{e['split']}{extra} {_cell(e['perplexity'])}")
+    return "; ".join(parts)
+
+
 def _cell(value) -> str:
     if value is None:
         return "-"
+    if isinstance(value, list):
+        return evals_text(value) or "-"
     if isinstance(value, float):
         return f"{value:,.2f}" if math.isfinite(value) else str(value)
     if isinstance(value, int):

@@ -18,6 +18,10 @@ from .errors import SettingError
 from .settings import check_fields, setting
 
 
+#: Layouts of ``groc score``'s output: its own TSV, or KenLM query's (``kenlm_rows``).
+LAYOUTS = ("tsv", "kenlm")
+
+
 @dataclass
 class ScoreSettings:
     """How ``groc score`` reads its lines and writes their scores; the command-line options are
@@ -36,11 +40,19 @@ class ScoreSettings:
                           negation=False)
     per_word: bool = setting(False, "Add each token's log-probability (the line's words, then <eos>).", negation=False)
     as_json: bool = setting(False, "One JSON object per line instead of TSV.", flag="--json", negation=False)
+    layout: str = setting("tsv", "tsv: a header, then log-probability, tokens and perplexity per line. kenlm: as KenLM's "
+                          "query, always in log10: per line 'word=id n log10prob' for each word and </s>, tab-separated "
+                          "(id in the run's vocabulary, an out-of-vocabulary word gets <unk>'s; n: the tokens the "
+                          "prediction reads in its line, <eos> before it included, where KenLM writes its n-gram's "
+                          "length), then 'Total: T OOV: K'; after the last line the perplexity including and "
+                          "excluding OOVs, OOVs and Tokens.", flag="--format", choices=LAYOUTS)
 
     def __post_init__(self) -> None:
         check_fields(self)
         if self.lower and not self.tokenize:
             raise SettingError("`lower` applies with `tokenize` only (tokenized input is scored as it is)")
+        if self.layout == "kenlm" and self.as_json:
+            raise SettingError("`as_json` and `layout` kenlm are two layouts of the same scores; pick one")
 
 
 def run_score(settings: ScoreSettings, run, lines: Iterable[str], cache: str = "none",
@@ -56,7 +68,50 @@ def run_score(settings: ScoreSettings, run, lines: Iterable[str], cache: str = "
         lines = (tokenize_line(line, options) for line in lines)
     scores = run.score_stream((line.split() for line in lines), reset=settings.reset_per_line, cache=cache,
                               cache_weight=cache_weight, **cache_settings)
+    if settings.layout == "kenlm":
+        from .text.dataset import UNK
+
+        return kenlm_rows(scores, run.index, run.index[UNK])
     return _rows(settings, scores)
+
+
+def kenlm_rows(scores, index: dict[str, int], unk: int) -> Iterator[str]:
+    """The lines KenLM's `query` writes for the same sentences, in log10 (its FullPrint): per sentence
+    ``word=id n logprob`` tab-separated for each word and ``</s>``, then ``Total: T OOV: K``; after the
+    last, the corpus's perplexity including and excluding OOV tokens, its OOVs and its tokens. An OOV is
+    a word outside the run's vocabulary (id: <unk>'s), scored as the run's vocabulary mode scores it; n,
+    KenLM's n-gram length, is the number of tokens the prediction reads within its line (<eos> before
+    it included: the first word reads 1 token and is written 2, as a bigram after <s>)."""
+    scale = 1 / math.log(10)
+    total = oov_total = 0.0
+    tokens = oovs = 0
+    for result in scores:
+        cells, line_total, line_oov = [], 0.0, 0
+        last = len(result.word_log_probs) - 1
+        for i, (word, lp) in enumerate(result.word_log_probs):
+            lp10 = lp * scale
+            shown = "</s>" if i == last else word
+            known = index.get(word)
+            if known is None:
+                line_oov += 1
+                oov_total += lp10
+            cells.append(f"{shown}={unk if known is None else known} {i + 2} {lp10:g}")
+            line_total += lp10
+        total += line_total
+        tokens += len(result.word_log_probs)
+        oovs += line_oov
+        yield "\t".join(cells + [f"Total: {line_total:g} OOV: {line_oov}"])
+    yield f"Perplexity including OOVs:\t{_ppl10(total, tokens):g}"
+    yield f"Perplexity excluding OOVs:\t{_ppl10(total - oov_total, tokens - oovs):g}"
+    yield f"OOVs:\t{oovs}"
+    yield f"Tokens:\t{tokens}"
+
+
+def _ppl10(log10_total: float, count: int) -> float:
+    if count == 0:
+        return math.nan
+    mean = -log10_total / count
+    return 10.0 ** mean if mean < 300 else math.inf
 
 
 def _rows(settings: ScoreSettings, scores) -> Iterator[str]:

@@ -197,3 +197,50 @@ def test_tokenize_reads_a_raw_prompt_as_its_words(work):
         assert record["tokens"][0][1] == pytest.approx(float(expected), abs=1e-5)
     plain = json.loads(lines(generate(work, "groc", "Anne's captain, here.", "--json", "--max-tokens", "1"))[0])
     assert plain["prompt"] == "Anne's captain, here."  # without --tokenize the prompt is read as it is
+
+
+def test_no_unk_never_draws_unk_which_samples_may_emit_otherwise(work, tmp_path):
+    """A run whose vocabulary keeps 30 words (most training tokens <unk>) emits <unk> by default; with --no-unk
+    the same draws never do, and each word's log-probability is over the words without <unk> (greater)."""
+    run_groc("prepare", "--train", BOOKS / "austen-persuasion.txt", "--tokenize", "--lower", "--split", "4000,1000",
+             "--max-vocab", "30", "-o", tmp_path / "data", check=True)
+    run_groc("train", tmp_path / "data", "-o", tmp_path / "run", "--output-layer", "tied", "--max-tokens", "300", *TINY,
+             check=True)
+    args = ("she was", "--max-tokens", "20", "--num-samples", "4", "--seed", "1", "--json")
+    plain = [json.loads(line) for line in lines(run_groc("generate", tmp_path / "run", *args))]
+    assert any(w == "<unk>" for r in plain for w, _ in r["tokens"])
+    banned = [json.loads(line) for line in lines(run_groc("generate", tmp_path / "run", *args, "--no-unk"))]
+    assert len(banned) == 4 and all(w != "<unk>" for r in banned for w, _ in r["tokens"])
+    assert sum(len(r["tokens"]) for r in banned) > 0
+    # The first word drawn before any <unk> is the same draw; its probability is renormalised without <unk>.
+    first = next((p, b) for p, b in zip(plain, banned) if p["tokens"] and b["tokens"] and p["tokens"][0][0] != "<unk>")
+    assert first[1]["tokens"][0][0] == first[0]["tokens"][0][0]
+    assert first[1]["tokens"][0][1] > first[0]["tokens"][0][1]
+    help_text = run_groc("generate", "--help", check=True).stdout.decode()
+    assert "--no-unk" in help_text and "may emit" in help_text
+
+
+def test_json_samples_stream_one_object_a_line_as_each_ends(work):
+    """--json writes each sample's object as the sample ends: the first prompt's record arrives while the next
+    prompt is not yet written (stdin still open), and each line is one valid JSON object."""
+    import os
+    import select
+
+    proc = subprocess.Popen([sys.executable, "-m", "groc_cli", "generate", str(work / "tied"), "--input", "-", "--json",
+                             "--max-tokens", "5", "--seed", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, **TEST_ENV})
+    try:
+        proc.stdin.write(b"she was\n")
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, "no JSON record before the input ended"
+        first = json.loads(proc.stdout.readline())
+        assert first["prompt"] == "she was" and first["sample"] == 0 and proc.poll() is None
+        proc.stdin.write(b"the\n")
+        proc.stdin.close()
+        rest = proc.stdout.read().decode().splitlines()
+        assert proc.wait(60) == 0, proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [json.loads(line)["prompt"] for line in rest] == ["the"]

@@ -297,3 +297,61 @@ def test_a_pipe_given_by_name_is_read_once_and_drained(data_dir, tmp_path):
         assert read_vocab_words(Path(f"/dev/fd/{read_end}")) == ["cat", "dog"]
     finally:
         os.close(read_end)
+
+
+def test_shuffled_assignment_fills_budgets_with_whole_lines_in_a_seeded_order():
+    from groc_cli.text.dataset import LEFT_OUT, shuffled_assignment
+
+    lengths = [3] * 20  # 4 tokens a line with <eos>
+    one = shuffled_assignment(lengths, [16, 8, None], eos=True, seed=1)
+    assert one.tolist() == shuffled_assignment(lengths, [16, 8, None], eos=True, seed=1).tolist()
+    assert one.tolist() != shuffled_assignment(lengths, [16, 8, None], eos=True, seed=2).tolist()
+    assert [int((one == k).sum()) for k in range(3)] == [4, 2, 14]
+    assert one[:4].tolist() != [0, 0, 0, 0]  # not the consecutive split's first block
+    assert int((shuffled_assignment(lengths, [16, 8], eos=True, seed=1) == LEFT_OUT).sum()) == 14
+
+
+def _split_lines(path) -> dict[str, list[str]]:
+    """Each split of a dataset directory as its lines (words joined by spaces, <eos> ending each)."""
+    dataset = open_dataset(path, verify=True)  # the recorded checksum is the content's
+    out = {}
+    for name in dataset.manifest["splits"]:
+        words = " ".join(dataset.words[i] for i in dataset.ids(name))
+        out[name] = [line.strip() for line in words.split("<eos>") if line.strip()]
+    return out
+
+
+def test_shuffle_splits_by_line_in_a_seeded_order_and_blank_lines_can_be_dropped(groc, tmp_path):
+    """--split with --shuffle --seed: the splits hold whole input lines drawn at random (the same for the
+    same seed, others for another seed), each split in input order, no line in two splits; without
+    --shuffle the train split is the input's first lines. --drop-blank-lines leaves blank lines out."""
+    text = tmp_path / "lines.txt"
+    text.write_text("".join(f"w{i} common x{i % 3}\n" + ("\n   \n" if i % 5 == 0 else "") for i in range(60)))
+    inputs = [f"w{i} common x{i % 3}" for i in range(60)]
+
+    def prepare(name, *flags):
+        groc("prepare", "--train", text, "--split", "80,40,rest", *flags, "-o", tmp_path / name, check=True)
+        return _split_lines(tmp_path / name), json.loads((tmp_path / name / "manifest.json").read_text())
+
+    plain, plain_manifest = prepare("plain")
+    assert len(plain["train"]) > 5 and plain["train"] == inputs[:len(plain["train"])]
+    shuffled, manifest = prepare("shuffled", "--shuffle", "--seed", "4")
+    assert manifest["arguments"]["shuffle"] is True and manifest["arguments"]["seed"] == 4
+    assert shuffled["train"] != plain["train"] and shuffled["train"][0] != "w0 common x0"
+    position = {line: i for i, line in enumerate(inputs)}
+    for lines in shuffled.values():
+        assert [position[line] for line in lines] == sorted(position[line] for line in lines)  # input order
+    every = [line for lines in shuffled.values() for line in lines]
+    assert sorted(every, key=position.get) == inputs  # each line once ('rest' takes the others)
+    again, again_manifest = prepare("again", "--shuffle", "--seed", "4")
+    assert again == shuffled and again_manifest["checksum"] == manifest["checksum"]
+    other, _ = prepare("other", "--shuffle", "--seed", "5")
+    assert other["train"] != shuffled["train"]
+    # Blank lines count as lines (an <eos> each) unless dropped.
+    assert plain_manifest["splits"]["train"]["lines"] > len(plain["train"])
+    _, dropped = prepare("dropped", "--drop-blank-lines")
+    assert sum(s["lines"] for s in dropped["splits"].values()) == 60
+    assert dropped["arguments"]["drop_blank_lines"] is True
+    refused = groc("prepare", "--train", text, "--shuffle", "-o", tmp_path / "refused")
+    assert _error_line(refused).startswith("groc: error: --shuffle") and "--split" in _error_line(refused)
+    assert not (tmp_path / "refused").exists()

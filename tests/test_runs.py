@@ -166,3 +166,57 @@ def test_bad_input_is_one_line(runs, tmp_path):
                                                         "settings": {"split": "test"}}))
     rows = json.loads(run_groc("runs", tmp_path / "r", "--json", check=True).stdout)
     assert [(r["status"], r["test_ppl"]) for r in rows] == [("done", None)]
+
+
+def test_each_evaluation_is_kept_in_its_run_and_shown_with_its_dataset_and_split(runs, tmp_path):
+    """`groc eval` keeps each evaluation inside the run (evals/), so `groc runs RUN` alone lists every one with
+    its dataset and split: a run evaluated on its own test split and on another corpus shows both numbers, and
+    test_ppl is its own dataset's, named in test_dataset."""
+    books = REPO / "groc_cli" / "data"
+    run = tmp_path / "only" / "tied"
+    shutil.copytree(runs / "runs" / "tied", run)
+    shutil.rmtree(run / "evals", ignore_errors=True)
+    run_groc("prepare", "--train", books / "austen-emma.txt", "--split", "1000,300,300", "-o", tmp_path / "emma",
+             check=True)
+    own = json.loads(run_groc("eval", run, runs / "data", "--split", "test", check=True).stdout)
+    other = json.loads(run_groc("eval", run, tmp_path / "emma", "--split", "test", check=True).stdout)
+    valid = json.loads(run_groc("eval", run, tmp_path / "emma", "--split", "valid", "--vocab", "union", check=True).stdout)
+    assert own["perplexity"] != other["perplexity"]
+    assert sorted(p.parent.name for p in run.rglob("*.json") if p.parent != run) == ["evals"] * 3
+    assert own["recorded"].startswith(str(run / "evals" / "test-data-"))
+    (row,) = json.loads(run_groc("runs", run, "--json", check=True).stdout)
+    assert row["test_ppl"] == own["perplexity"] and row["test_dataset"] == "data" and row["test_vocab"] == "model"
+    assert row["evals"] == [
+        {"dataset": "data", "split": "test", "vocab": "model", "cache": "none", "perplexity": own["perplexity"]},
+        {"dataset": "emma", "split": "test", "vocab": "model", "cache": "none", "perplexity": other["perplexity"]},
+        {"dataset": "emma", "split": "valid", "vocab": "union", "cache": "none", "perplexity": valid["perplexity"]}]
+    # evaluated again, the same evaluation replaces its record rather than adding one
+    run_groc("eval", run, runs / "data", "--split", "test", check=True)
+    assert len(list((run / "evals").iterdir())) == 3
+    table = run_groc("runs", tmp_path / "only", check=True).stdout.decode()
+    assert "test_dataset" in table.splitlines()[0]
+    assert f"emma/test {other['perplexity']:,.2f}" in table and f"emma/valid union {valid['perplexity']:,.2f}" in table
+    (csv_row,) = csv.DictReader(io.StringIO(run_groc("runs", run, "--csv", check=True).stdout.decode()))
+    assert csv_row["evals"].startswith(f"data/test {own['perplexity']:,.2f}; emma/test")
+
+
+def test_symbolic_links_out_of_the_folder_given_are_not_followed(runs, tmp_path):
+    """A link inside the folder given, to a run or to an eval JSON elsewhere, lists nothing from there."""
+    shutil.copytree(runs / "runs" / "lookup", tmp_path / "listed" / "lookup")
+    (tmp_path / "listed" / "elsewhere").symlink_to(runs / "runs" / "tied", target_is_directory=True)
+    (tmp_path / "listed" / "all").symlink_to(runs / "runs", target_is_directory=True)
+    rows = json.loads(run_groc("runs", tmp_path / "listed", "--json", check=True).stdout)
+    assert [r["run"] for r in rows] == [str(tmp_path / "listed" / "lookup")]
+    # an eval JSON linked in names a run that is listed: still not read
+    own = tmp_path / "own"
+    shutil.copytree(runs / "runs" / "tied", own / "tied")
+    shutil.rmtree(own / "tied" / "evals", ignore_errors=True)
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(run_groc("eval", own / "tied", runs / "data", check=True).stdout)
+    shutil.rmtree(own / "tied" / "evals")
+    (own / "linked.json").symlink_to(outside)
+    (row,) = json.loads(run_groc("runs", own, "--json", check=True).stdout)
+    assert row["test_ppl"] is None and row["evals"] is None
+    (own / "copied.json").write_bytes(outside.read_bytes())  # the same JSON as a file inside is read
+    (row,) = json.loads(run_groc("runs", own, "--json", check=True).stdout)
+    assert row["test_ppl"] == json.loads(outside.read_text())["perplexity"]

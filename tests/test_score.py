@@ -142,6 +142,41 @@ def test_lines_start_from_the_mean_state_after_eos_of_held_out_text(work, tmp_pa
     assert from_zeros[0][0] != scored[0][0]
 
 
+def test_kenlm_layout_pairs_each_word_with_its_id_and_log10_prob(work):
+    """--format kenlm writes KenLM query's lines: `word=id n log10prob` per word and </s>, `Total: T OOV: K`,
+    then the perplexities including and excluding OOVs; the numbers are the TSV's, in log10."""
+    from groc_cli import load_run
+
+    text = b"she was the zzzqx\nshe was\n"
+    r = run_groc("score", work / "tied", "-", "--format", "kenlm", "--vocab", "model", input=text, check=True)
+    out = r.stdout.decode().splitlines()
+    _, tsv = rows(run_groc("score", work / "tied", "-", "--vocab", "model", "--log10", input=text, check=True).stdout)
+    index = {w: i for i, w in enumerate(load_run(work / "tied").vocab)}
+    first = out[0].split("\t")
+    assert [cell.split("=")[0] for cell in first[:-1]] == ["she", "was", "the", "zzzqx", "</s>"]
+    assert [int(cell.split("=")[1].split()[0]) for cell in first[:-1]] == [
+        index["she"], index["was"], index["the"], index["<unk>"], index["<eos>"]]
+    assert [int(cell.split()[1]) for cell in first[:-1]] == [2, 3, 4, 5, 6]  # KenLM's n-gram length: tokens read
+    probs = [float(cell.split()[-1]) for cell in first[:-1]]
+    total = first[-1].split()
+    assert total[0] == "Total:" and total[2] == "OOV:" and total[3] == "1"
+    assert float(total[1]) == pytest.approx(sum(probs), abs=1e-4)
+    assert float(total[1]) == pytest.approx(float(tsv[0][0]), abs=1e-4)  # log10, as --log10 writes it
+    second = out[1].split("\t")
+    assert second[-1].endswith("OOV: 0") and len(second) == 4
+    summary = dict(line.split(":\t") for line in out[2:])
+    assert list(summary) == ["Perplexity including OOVs", "Perplexity excluding OOVs", "OOVs", "Tokens"]
+    assert summary["OOVs"] == "1" and summary["Tokens"] == "8"
+    all_total = float(tsv[0][0]) + float(tsv[1][0])
+    assert float(summary["Perplexity including OOVs"]) == pytest.approx(10 ** (-all_total / 8), rel=1e-4)
+    assert float(summary["Perplexity excluding OOVs"]) == pytest.approx(10 ** (-(all_total - probs[3]) / 7), rel=1e-4)
+    refused = run_groc("score", work / "tied", "-", "--format", "kenlm", "--json", input=text)
+    assert refused.returncode == 2 and refused.stdout == b""
+    assert refused.stderr.decode().count("\n") == 1 and "--format" in refused.stderr.decode()
+    help_text = run_groc("score", "--help", check=True).stdout.decode()
+    assert "--format" in help_text and "log10" in help_text
+
+
 def test_tokenize_reads_raw_text(work):
     r = run_groc("score", work / "groc", "-", "--tokenize", "--per-word", "--json", input=b"Anne's captain, here.\n", check=True)
     words = [w for w, _ in json.loads(r.stdout)["words"]]

@@ -49,6 +49,8 @@ EPILOG = """[bold]Examples[/bold]
 
 Prints one JSON object on stdout (perplexity, tokens, oov_rate, vocab_size, settings, seconds, tokens_per_s;
 with --grid also "grid" (every setting with its perplexity) and "best"; "perplexity" is then the best one's).
+Each evaluation without --grid is also kept inside the run, as RUN/evals/SPLIT-DATASET-DIGEST.json ("recorded"
+names it; the same evaluation again replaces it), where 'groc runs RUN' shows it with its dataset and split.
 """
 
 
@@ -102,6 +104,8 @@ def eval_command(
                 heatmap(rows, axes[0], axes[1], "perplexity", plot,
                         title=f"{Path(run_dir).name} on {result.get('split', settings.split)}: perplexity, {cache} cache")
                 result["plot"] = str(plot)
+        if grid is None:
+            _record(result, run_dir)
         if json_out:
             emit_json(result)
 
@@ -130,6 +134,19 @@ def command():
     for name in LAYOUT:
         parameters += caches if name is ... else [own[name] if name in own else general[name]]
     return command_function(eval_command, parameters)
+
+
+def _record(result: dict, run_dir: Path) -> None:
+    """Keep the evaluation's record inside its run (evals/), where 'groc runs' finds it; a run that cannot be
+    written (a read-only copy) still gets its result, with a note."""
+    from ..console import log
+    from ..runs import record_evaluation
+
+    try:
+        result["recorded"] = str(record_evaluation(result, run_dir))
+    except OSError as exc:
+        log(f"note: this evaluation is not recorded in {run_dir}/evals ({exc.strerror or exc}); 'groc runs' finds it "
+            "only where its JSON is saved")
 
 
 def _plot_axes(plot: Optional[Path], grid: Optional[str], cache: str) -> tuple[str, str]:

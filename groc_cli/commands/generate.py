@@ -26,11 +26,15 @@ EPILOG = """[bold]Examples[/bold]
 
   groc tokenize --lower < openings.txt | groc generate runs/emma-tied --input - --temperature 0
 
+  groc generate runs/emma-tied "she was" --no-unk --num-samples 5 --json | jq -r .text
+
 Writes one line per sample as it is drawn (prompt lines in order, --num-samples each): the words after
-the prompt, without the final <eos>; with --json one JSON object per sample (prompt, sample, text, tokens as
-\\[word, natural-log probability under the model], stop: eos or max_tokens). No prompt, or an empty one,
-starts a line from nothing. --vocab (GroC only) draws from the words of a word list (one word a line),
-a dataset directory's vocabulary, or 'model' (the run's own, the default).
+the prompt, without the final <eos>; with --json one JSON object per line, written as each sample ends
+(prompt, sample, text, tokens as \\[word, natural-log probability under the model], stop: eos or
+max_tokens). No prompt, or an empty one, starts a line from nothing. --vocab (GroC only) draws from the
+words of a word list (one word a line), a dataset directory's vocabulary, or 'model' (the run's own, the
+default). The run's own vocabulary holds <unk> (the rare and unseen words of its training data), which
+samples may emit; --no-unk never draws it.
 """
 
 

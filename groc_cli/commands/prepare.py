@@ -19,6 +19,8 @@ EPILOG = """[bold]Examples[/bold]
   groc prepare --train news.2007.en --tokenize --lower --split 2M,2M,10M -o data/news07
 
   groc tokenize --lower raw.txt | groc prepare --train - --split 90K,10K -o data/sample
+
+  groc prepare --train sentences.txt --split 900K,50K,rest --shuffle --seed 1 --drop-blank-lines -o data/shuffled
 """
 
 

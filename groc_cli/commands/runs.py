@@ -12,7 +12,7 @@ import typer
 
 from ..console import write_stdout
 from ..errors import GrocError
-from ..runs import COLUMNS, aligned, table
+from ..runs import COLUMNS, aligned, evals_text, table
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -27,14 +27,20 @@ EPILOG = """[bold]Examples[/bold]
 
   groc runs docs/records/table2-cpu
 
-One row per run directory found under the directories given (a run holds config.json): status (done;
+  groc eval runs/tied data/ptb && groc eval runs/tied data/wiki && groc runs runs/tied --json | jq '.[0].evals'
+
+One row per run directory found under the directories given (a run holds config.json; symbolic links
+below them are not followed): status (done;
 record, a finished run kept without its checkpoints, as recipes/table2-cpu.sh keeps each row; running
 (pid N) while a train or finetune process writes it; unfinished, which --resume continues; or damaged
 with why), kind, stage (train or finetune), parameters, dataset, epochs, stop_reason,
-best_valid_ppl, test_ppl (from a 'groc eval' JSON under the same directories, or a record's own: split test, no cache;
-its relative run path is tried from here, then from the JSON's directory and those above it, and it
-counts only while the checkpoint it scored is unchanged;
-test_vocab says model or union), minutes (of training; so far, for a run not done), groc_version. Columns: """ + ", ".join(COLUMNS) + "."
+best_valid_ppl, test_ppl with test_dataset and test_vocab (model or union): a test split's perplexity without a
+cache, on the run's own dataset where there is one; evals: every evaluation of the run found, each as
+"dataset/split ppl" (with union and +cache where they apply; in --json a list of objects with dataset, split,
+vocab, cache, perplexity). Evaluations are those 'groc eval' keeps inside each run (RUN/evals/), a record's
+own, and 'groc eval' JSON files saved under the same directories (a relative run path is tried from here,
+then from the JSON's directory and those above it); each counts only while the checkpoint it scored is
+unchanged. minutes (of training; so far, for a run not done), groc_version. Columns: """ + ", ".join(COLUMNS) + "."
 
 
 def runs(
@@ -55,7 +61,7 @@ def runs(
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), lineterminator="\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({**r, "evals": evals_text(r["evals"])} for r in rows)
         write_stdout(buffer.getvalue())
     elif rows:
         write_stdout(aligned(rows) + "\n")

@@ -36,10 +36,14 @@ EPILOG = """[bold]Examples[/bold]
 
   groc score runs/ptb-tied document.txt --one-stream --cache local --cache-weight 0.1 --theta 0.3
 
+  groc score runs/ptb-tied test.txt --format kenlm --vocab model | tail -n 4
+
 Writes one line per input line as soon as it is scored: TSV with a header naming the log base
 (ln_prob, or log10_prob with --log10; tokens; perplexity; --per-word adds word_log_probs, one
 value per token and <eos>),
-or with --json one JSON object per line. --cache local|unigram as in 'groc eval' (not unbounded, which needs the
+or with --json one JSON object per line. --format kenlm writes KenLM query's layout instead, in log10:
+per line "word=id n log10prob" for each word and </s>, tab-separated, then "Total: T OOV: K"; at the
+end "Perplexity including OOVs:", "Perplexity excluding OOVs:", "OOVs:" and "Tokens:" lines. --cache local|unigram as in 'groc eval' (not unbounded, which needs the
 whole stream first).
 """
 

@@ -19,6 +19,7 @@ ids >= V to <unk>) and open-vocabulary evaluation (use the words themselves).
 
 from __future__ import annotations
 
+import array
 import codecs
 import contextlib
 import hashlib
@@ -87,6 +88,30 @@ def assign_budgets(lines: Iterable[list[str]], budgets: list[int | None], eos: b
             index, count = index + 1, 0
 
 
+#: A line that a shuffled split leaves out (past every budget), in ``shuffled_assignment``'s array.
+LEFT_OUT = 255
+
+
+def shuffled_assignment(lengths: Sequence[int], budgets: list[int | None], eos: bool = True, seed: int = 0) -> np.ndarray:
+    """Shuffled splits by line: each line's split (its index in SPLITS, or LEFT_OUT) when the lines,
+    of ``lengths`` words each, are taken in a random order (numpy's generator seeded with ``seed``)
+    and divided as ``assign_budgets`` divides them: a split takes whole lines until it holds at least
+    its budget of tokens (<eos> included); lines past every budget are left out."""
+    n = len(lengths)
+    order = np.random.default_rng(seed).permutation(n)
+    ends = np.cumsum(np.asarray(lengths, dtype=np.int64)[order] + int(eos))
+    out = np.full(n, LEFT_OUT, dtype=np.uint8)
+    start, before = 0, 0
+    for k, budget in enumerate(budgets):
+        if start >= n:
+            break
+        # the first line (in the shuffled order) at which the split holds its budget, included
+        end = n if budget is None else min(n, int(np.searchsorted(ends, before + budget, side="left")) + 1)
+        out[order[start:end]] = k
+        before, start = int(ends[end - 1]), end
+    return out
+
+
 def split_by_budget(lines: Iterable[list[str]], budgets: list[int | None], eos: bool = True) -> dict[str, list[list[str]]]:
     """assign_budgets, collected in memory (every split present, possibly empty)."""
     out: dict[str, list[list[str]]] = {name: [] for name in SPLITS[: len(budgets)]}
@@ -132,7 +157,8 @@ class Scan:
     stats: dict[str, SplitStats]
     words: dict[str, int]  # tokens without <eos>
     labels: dict[str, str]  # how messages name each split's input
-    plan: list[tuple[Iterable[list[str]], list[tuple[str, int]]]]  # per input: its splits in order, with line counts
+    # per input: its splits in order, with line counts, and (a shuffled split) each line's split index or LEFT_OUT
+    plan: list[tuple[Iterable[list[str]], list[tuple[str, int]], np.ndarray | None]]
 
 
 PROGRESS_LINES = 8192  # lines between updates of the progress bar (shown when stderr is a terminal)
@@ -149,10 +175,13 @@ def count_splits(
     budgets: list[int | None] | None = None,
     eos: bool = True,
     labels: Mapping[str, str] | None = None,
+    shuffle_seed: int | None = None,
 ) -> Scan:
     """First pass: count every split's words. Each input must be iterable twice, giving the same
     lines (a list, or a re-readable file). With `budgets`, the one input is the "train" one and
-    assign_budgets divides it into consecutive splits."""
+    assign_budgets divides it into consecutive splits; with `shuffle_seed` too, shuffled_assignment
+    divides its lines taken in a seeded random order (read once more first, for their lengths; memory
+    holds about 20 bytes a line), and each split keeps its lines in input order."""
     if budgets is not None and set(split_lines) != {"train"}:
         raise ValueError("budgets divide a single 'train' input")
     labels = dict(labels or {})
@@ -162,16 +191,26 @@ def count_splits(
     for source_name, source in split_lines.items():
         label = labels.setdefault(source_name, f"the {source_name} split")
         lines = iter(source)
+        assignment = None
+        log(f"reading {label}")
         if budgets is None:
             names = [source_name]
             assigned = ((source_name, tokens) for tokens in lines)
+        elif shuffle_seed is not None:
+            names = list(SPLITS[: len(budgets)])
+            with _closing(lines), progress(f"measuring the lines of {label}", total=None, unit="lines") as advance:
+                lengths = array.array("I", (len(tokens) for tokens in lines))
+            log(f"shuffling {len(lengths):,} lines of {label} (seed {shuffle_seed})")
+            assignment = shuffled_assignment(lengths, budgets, eos, shuffle_seed)
+            del lengths
+            lines = iter(source)
+            assigned = ((names[k], tokens) for k, tokens in zip(assignment.tobytes(), lines) if k != LEFT_OUT)
         else:
             names = list(SPLITS[: len(budgets)])
             assigned = assign_budgets(lines, budgets, eos)
             for name in names[1:]:
                 labels[name] = f"the {name} split of {label}"
             labels[source_name] = f"the train split of {label}"
-        log(f"reading {label}")
         for name in names:
             counts[name], n_lines[name] = Counter(), 0
         with _closing(lines), progress(f"counting {label}", total=None, unit="lines") as advance:
@@ -180,7 +219,7 @@ def count_splits(
                 n_lines[name] += 1
                 if not read % PROGRESS_LINES:
                     advance(PROGRESS_LINES)
-        plan.append((source, [(name, n_lines[name]) for name in names]))
+        plan.append((source, [(name, n_lines[name]) for name in names], assignment))
     words = {name: sum(c.values()) for name, c in counts.items()}
     stats = {}
     for name, c in counts.items():
@@ -246,6 +285,48 @@ def _write_ids(lines: Iterator[list[str]], n_lines: int, index: dict[str, int], 
     return tokens, oov
 
 
+def _write_assigned(lines: Iterator[list[str]], assignment: np.ndarray, names: list[str], index: dict[str, int], eos: bool,
+                    dtype: np.dtype, id_files: dict[str, BinaryIO], scratch: contextlib.ExitStack, tmp: Path,
+                    in_vocab: int, labels: Mapping[str, str]) -> dict[str, tuple[int, int]]:
+    """A shuffled split's second pass: each line's ids, in input order, appended to the scratch file of
+    the split ``assignment`` gives it (lines LEFT_OUT skipped); returns {split: (tokens, tokens >= in_vocab)}."""
+    for name in names:
+        id_files[name] = scratch.enter_context(tempfile.TemporaryFile(dir=tmp, buffering=1 << 20))
+    batches: dict[str, list[str]] = {name: [] for name in names}
+    counts = {name: [0, 0] for name in names}
+
+    def flush(name: str) -> None:
+        batch = batches[name]
+        try:
+            ids = np.fromiter(map(index.__getitem__, batch), dtype=np.uint32, count=len(batch))
+        except KeyError as exc:
+            raise _changed(labels[name], f"the word {exc.args[0]!r} is new") from None
+        id_files[name].write(ids.astype(dtype).tobytes())
+        counts[name][0] += len(ids)
+        counts[name][1] += int(np.count_nonzero(ids >= in_vocab))
+        batch.clear()
+
+    read = 0
+    with progress("writing the shuffled splits", total=len(assignment), unit="lines") as advance:
+        for k, line in zip(assignment.tobytes(), lines):
+            read += 1
+            if not read % PROGRESS_LINES:
+                advance(PROGRESS_LINES)
+            if k == LEFT_OUT:
+                continue
+            batch = batches[names[k]]
+            batch += line
+            if eos:
+                batch.append(EOS)
+            if len(batch) >= BATCH_TOKENS:
+                flush(names[k])
+    for name in names:
+        flush(name)
+    if read < len(assignment):
+        raise _changed(labels[names[0]], f"{read:,} lines, {len(assignment):,} before")
+    return {name: (c[0], c[1]) for name, c in counts.items()}
+
+
 def _changed(name: str, detail: str) -> GrocError:
     return GrocError(f"{name} changed between groc's two readings of it ({detail}); run groc prepare again")
 
@@ -309,8 +390,23 @@ def write_dataset(
 
     with atomic_dir(out_dir) as tmp, contextlib.ExitStack() as scratch:
         id_files: dict[str, BinaryIO] = {}
-        for source, segments in scan.plan:
+        for source, segments, assignment in scan.plan:
             lines = iter(source)
+            if assignment is not None:
+                with _closing(lines):
+                    for name, (written, oov) in _write_assigned(lines, assignment, [n for n, _ in segments], index, eos,
+                                                                dtype, id_files, scratch, tmp, in_vocab, scan.labels).items():
+                        if written != stats[name].tokens:
+                            raise _changed(scan.labels[name], f"{written:,} tokens, {stats[name].tokens:,} before")
+                        if train_counts:
+                            stats[name].oov_tokens = oov
+                for name, _ in segments:  # the checksum takes each split's ids in turn, as _write_ids gives them
+                    digest.update(name.encode())
+                    raw = id_files[name]
+                    raw.seek(0)
+                    while chunk := raw.read(ROW_GROUP * dtype.itemsize):
+                        digest.update(np.frombuffer(chunk, dtype=dtype).astype(np.uint32).tobytes())
+                continue
             with _closing(lines):
                 for name, n_lines in segments:
                     log(f"writing the {name} split")
