@@ -44,12 +44,20 @@ from .caches import CacheContext
 from .evaluation.cached import CachedStream, CacheSetup, check_caches
 from .evaluation.perplexity import mix_uniform, uniform_share
 from .evaluation.settings import EvalSettings, check_unit, line_cache_kinds
-from .evaluation.stream import Chunk, model_chunks
+from .evaluation.stream import Chunk, model_chunks, rows_per_block
 from .evaluation.vocab import VOCAB_MODES, StreamIds, line_vocab
 from .runtime import resolve_device
+from .settings import check_type, default_of, hints, inapplicable
 from .text.dataset import EOS, UNK
 from .run_storage import Run
 from .training.start_state import load_start_state
+
+#: Sentences up to this many predictions are scored together by ``score`` (one LSTM call over a
+#: batch of them, padded): one sentence at a time spent most of its time in per-call overhead
+#: (about 33 ms a three-word sentence on a paper-size model). Longer ones go through eval's chunks.
+BATCH_POSITIONS = 256
+#: Padded positions (batch x longest sentence) per batched LSTM call.
+BATCH_TOKENS = 8192
 
 #: Composed embeddings of words outside the model's vocabulary kept between sentences (GroC);
 #: the memo is emptied when it grows past this, so memory stays bounded on endless input.
@@ -75,9 +83,12 @@ class LoadedRun:
     """A run's model in eval mode; see the module docstring for the scoring conventions."""
 
     def __init__(self, path: Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union",
-                 lexicon: str | Path | None = None):
-        if vocab not in VOCAB_MODES:
-            raise GrocError(f"`vocab` {vocab!r}: expected one of {', '.join(VOCAB_MODES)}")
+                 lexicon: str | Path | None = None, threads: str | int | None = "auto"):
+        _check_arguments(path=path, checkpoint=checkpoint, device=device, vocab=vocab, lexicon=lexicon, threads=threads)
+        if threads is not None:  # as the commands do: torch's own default oversubscribes a busy machine
+            from .runtime import set_threads
+
+            set_threads(threads)
         self.run = Run(Path(path))
         self.kind = self.run.model_config.output
         self.vocab_mode = vocab
@@ -222,8 +233,9 @@ class LoadedRun:
         with its settings by name (``theta``, ``cache_size``, ...; ``cache_weight`` is the cache's
         share); its memory runs over all the sentences, as over the lines of one document. The
         settings are checked here (SettingError naming the setting), before any sentence is read."""
+        check_type("reset", reset, bool)
         cached = self._cache(cache, cache_weight, cache_settings)
-        return self._scores(sentences, reset, cached)
+        return self._scores(_sentences(sentences, "score_stream"), reset, cached)
 
     def _scores(self, sentences, reset: bool, cached: CachedStream | None) -> Iterator[SentenceScore]:
         # One stream starts, as groc eval's does, from zeros; lone sentences from the start state.
@@ -236,19 +248,33 @@ class LoadedRun:
             if cached is not None:  # the cache reads stream-wide ids, and the line in one piece
                 ((_, _, final),) = cached.run([(dataclasses.replace(line, targets=ids(tokens + [EOS])), logp)])
                 logp = final[:, 0]
-            logps = logp.tolist()
-            yield SentenceScore(float(sum(logps)), len(logps), list(zip(tokens + [EOS], logps)))
+            yield _score(tokens, logp)
 
     def _cache(self, kind: str, weight: float, settings: dict) -> CachedStream | None:
         """The cache of ``score_stream``, from the registry, checked and built as ``groc eval``'s."""
         kinds = line_cache_kinds()
+        check_type("cache", kind, str)
         if kind not in kinds:
             raise SettingError(f"`cache` {kind!r}: expected one of {', '.join(kinds)} (the others need the whole "
                                "stream first: 'groc eval')")
         try:
             s = EvalSettings(vocab=self.vocab_mode, cache=kind, cache_weight=weight, **settings)
         except TypeError as exc:
-            raise GrocError(f"score_stream: {exc}") from None
+            raise SettingError(f"score_stream: {exc}") from None
+        check_type("cache_weight", weight, float)
+        from .caches.registry import setting_fields
+
+        fields = {f.name: (f, c) for f, c in setting_fields()}
+        for name, value in settings.items():
+            check_type(name, value, hints(fields[name][1]).get(name))
+        # A cache's setting given (other than its default: the command passes every one) with another
+        # cache is refused, as on the command line, not dropped.
+        given = {name for name, value in settings.items() if value != default_of(fields[name][0])}
+        given |= {"cache_weight"} if weight != EvalSettings.cache_weight else set()
+        found = inapplicable(EvalSettings, {"cache": kind, "cache_weight": weight, **settings}, given)
+        if found is not None:
+            name, owners = found
+            raise SettingError(f"`{name}` is a setting of `cache` {owners}, not of {kind}; drop it or choose one of those")
         if kind == "none":
             return None
         check_unit("cache_weight", weight)
@@ -261,8 +287,84 @@ class LoadedRun:
         """Score sentences (token lists, or strings split on whitespace); ``reset=False``
         reads them as one stream (the state carries over, as in ``groc eval``)."""
         if isinstance(sentences, (str, bytes, bytearray)):
-            raise GrocError("score takes a list of sentences; wrap a single sentence in a list")
-        return list(self.score_stream(sentences, reset))
+            raise SettingError("score takes a list of sentences; wrap a single sentence in a list")
+        if not reset:  # one stream: each line starts from the state the previous one left
+            return list(self.score_stream(_sentences(sentences, "score"), reset))
+        check_type("reset", reset, bool)
+        lines = [_words(sentence, "score", split=True) for sentence in _sentences(sentences, "score")]
+        scores: list[SentenceScore | None] = [None] * len(lines)
+        short = sorted((i for i, t in enumerate(lines) if len(t) + 1 <= BATCH_POSITIONS), key=lambda i: len(lines[i]))
+        batch: list[int] = []
+        for i in short + [None]:  # by length, so that a batch pads little
+            if batch and (i is None or (len(batch) + 1) * (len(lines[i]) + 1) > BATCH_TOKENS):
+                for j, logp in zip(batch, self._batch([lines[j] for j in batch])):
+                    scores[j] = _score(lines[j], logp)
+                batch = []
+            if i is not None:
+                batch.append(i)
+        for i, tokens in enumerate(lines):  # the long ones, in eval's time chunks
+            if scores[i] is None:
+                scores[i] = _score(tokens, self._line(tokens)[1])
+        return scores
+
+    def _batch(self, lines: list[list[str]]) -> list[np.ndarray]:
+        """Each line's log-probs as ``_line`` gives them (read from the start state, its own evaluation
+        vocabulary and uniform share), the lines side by side in one LSTM call. GroC in union mode
+        outputs the model's words and every line's new words, each line's softmax without the
+        other lines' new words, so a line's numbers are those it gets alone (to float rounding)."""
+        vocabs = [line_vocab(self.vocab, self.index, [EOS, *t, EOS], self.vocab_mode, self.composes) for t in lines]
+        size = len(self.vocab)
+        own_rows = self.composes and self.vocab_mode == "union"
+        added = list(dict.fromkeys(w for v in vocabs for w in v.added)) if own_rows else []
+        where = {w: size + k for k, w in enumerate(added)}
+        lengths = [len(v.targets) - 1 for v in vocabs]
+
+        def joint(v, ids: np.ndarray) -> np.ndarray:  # a line's union ids as ids of the batch's union
+            if not own_rows or not v.added:
+                return ids
+            table = np.array([where[w] for w in v.added], dtype=np.int64)
+            return np.where(ids >= size, table[np.maximum(ids - size, 0)], ids)
+
+        x = np.full((max(lengths), len(lines)), self.index[EOS], dtype=np.int64)
+        for b, (v, n) in enumerate(zip(vocabs, lengths)):
+            x[:n, b] = joint(v, v.inputs[:n])
+        targets = np.concatenate([joint(v, v.targets[1:]) for v in vocabs])
+        with torch.no_grad():
+            view = self._view(added)
+            state = [(h.expand(-1, len(lines), -1).contiguous(), c.expand(-1, len(lines), -1).contiguous())
+                     for h, c in self.start_state()]
+            hidden, _ = self.model(torch.from_numpy(x).to(self.device), state, view)
+            h = torch.cat([hidden[:n, b] for b, n in enumerate(lengths)]).float()
+            mask = None
+            if added:  # the columns of new words that are not a row's line's own
+                mask = torch.ones(len(h), len(added), dtype=torch.bool)
+                at = 0
+                for v, n in zip(vocabs, lengths):
+                    if v.added:
+                        mask[at:at + n, [where[w] - size for w in v.added]] = False
+                    at += n
+                mask = mask.to(h.device)
+            out_size = view.size
+            y = torch.from_numpy(np.minimum(targets, out_size - 1)).to(h.device)
+            logp = np.empty(len(h), dtype=np.float64)
+            step = rows_per_block(out_size)
+            for s in range(0, len(h), step):
+                e = min(s + step, len(h))
+                if mask is None:
+                    lp = view.log_probs(h[s:e])
+                else:
+                    logits = view.logits(h[s:e]).float()
+                    logits[:, size:] = logits[:, size:].masked_fill(mask[s:e], -math.inf)
+                    lp = torch.log_softmax(logits, dim=-1)
+                logp[s:e] = lp.gather(1, y[s:e, None])[:, 0].double().cpu().numpy()
+        logp[targets >= out_size] = -np.inf  # as eval's chunks: table models give words without a row no mass
+        u = uniform_share(self.composes, self.vocab_mode)
+        out, at = [], 0
+        for v, n in zip(vocabs, lengths):
+            line = logp[at:at + n]
+            at += n
+            out.append(line if u == 0 else mix_uniform(torch.from_numpy(line), u, v.size).numpy())
+        return out
 
     # -- generation --------------------------------------------------------------------------
     def generation_vocab(self, vocab: str | Path | Sequence[str] | None = None) -> list[str] | None:
@@ -307,9 +409,10 @@ class LoadedRun:
             with as_setting_error():
                 s = GenerateSettings(**settings)
         except TypeError as exc:
-            raise GrocError(f"generate: {exc}") from None
+            raise SettingError(f"generate: {exc}") from None
         if isinstance(prompts, str):
             prompts = [prompts]
+        prompts = _sentences(prompts, "generate")
         words = self.generation_vocab(vocab)
         out = self.vocab if words is None else words
         size = len(out)
@@ -322,7 +425,7 @@ class LoadedRun:
         with torch.no_grad():
             rows = None if words is None else self._rows(words)
             for prompt in prompts:
-                tokens = prompt.split() if isinstance(prompt, str) else [str(t) for t in prompt]
+                tokens = _words(prompt, "generate", split=True)
                 extra = [w for w in dict.fromkeys(tokens) if w not in where]
                 if extra and not self.composes:
                     if not unseen_noted:
@@ -406,23 +509,59 @@ def _words(value, caller: str, split: bool = False) -> list[str]:
     where ``caller`` documents it). Every entry point checks its words here: a str where a list is
     expected would be read one character a word, bytes or numbers as words that never occur."""
     if isinstance(value, str):
+        if "\x00" in value:  # as the command line refuses a line with a NUL byte
+            raise SettingError(f"{caller}: a NUL character in {value[:40]!r}; words are text")
         if split:
             return value.split()
-        raise GrocError(f"{caller} takes a list of words, not a str (which it would read one character a word); "
+        raise SettingError(f"{caller} takes a list of words, not a str (which it would read one character a word); "
                         f"wrap it: [{value[:20]!r}]")
     if isinstance(value, (bytes, bytearray)) or not isinstance(value, Iterable):
-        raise GrocError(f"{caller} takes a list of str words, got {type(value).__name__}")
+        raise SettingError(f"{caller} takes a list of str words, got {type(value).__name__}")
     words = list(value)
     for w in words:
-        if not isinstance(w, str) or not w or len(w.split()) != 1 or w.split()[0] != w:
-            raise GrocError(f"{caller}: each word must be a non-empty str without whitespace, got {w!r}"
+        if not isinstance(w, str) or not w or len(w.split()) != 1 or w.split()[0] != w or "\x00" in w:
+            raise SettingError(f"{caller}: each word must be a non-empty str without whitespace, got {w!r}"
                             + (" (decode bytes first)" if isinstance(w, (bytes, bytearray)) else ""))
     return words
 
 
+def _score(tokens: list[str], logp: np.ndarray) -> SentenceScore:
+    logps = logp.tolist()
+    return SentenceScore(float(sum(logps)), len(logps), list(zip(tokens + [EOS], logps)))
+
+
+def _sentences(value, caller: str) -> Iterable:
+    """``value`` as an iterable of sentences; SettingError for a number, None or bytes."""
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, Iterable):
+        raise SettingError(f"{caller} takes a list of sentences (str, or lists of str words), got {type(value).__name__}")
+    return value
+
+
+def _check_arguments(path, checkpoint, device, vocab, lexicon, threads) -> None:
+    """``load_run``'s arguments, each a SettingError naming it (never a TypeError from Path or torch)."""
+    for name, value in (("path", path), ("checkpoint", checkpoint), ("device", device), ("vocab", vocab)):
+        if value is None:
+            raise SettingError(f"`{name}` None: give a value")
+    check_type("path", path, Path)
+    check_type("checkpoint", checkpoint, str)
+    if checkpoint not in ("best", "last"):
+        raise SettingError(f"`checkpoint` {checkpoint!r}: expected best or last")
+    check_type("device", device, str)
+    check_type("vocab", vocab, str)
+    if vocab not in VOCAB_MODES:
+        raise SettingError(f"`vocab` {vocab!r}: expected one of {', '.join(VOCAB_MODES)}")
+    if lexicon is not None:
+        check_type("lexicon", lexicon, Path)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, str))):
+        raise SettingError(f"`threads` {threads!r}: expected a whole number of at least 1, auto, or None")
+
+
 def load_run(path: str | Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union",
-             lexicon: str | Path | None = None) -> LoadedRun:
+             lexicon: str | Path | None = None, threads: str | int | None = "auto") -> LoadedRun:
     """Load a run directory written by ``groc train`` or ``groc finetune`` (``checkpoint``:
     best or last; ``device``: cpu, cuda, cuda:N or auto; ``vocab``: union or model; ``lexicon``:
-    GroC, a lexicon table from ``groc lexicon`` for the words it composes, instead of the run's)."""
-    return LoadedRun(Path(path), checkpoint, device, vocab, lexicon)
+    GroC, a lexicon table from ``groc lexicon`` for the words it composes, instead of the run's;
+    ``threads``: torch's CPU threads in this process as the commands set them, a number or auto,
+    the cores other work leaves free; None leaves torch's setting as it is)."""
+    _check_arguments(path, checkpoint, device, vocab, lexicon, threads)
+    return LoadedRun(Path(path), checkpoint, device, vocab, lexicon, threads)

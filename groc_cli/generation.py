@@ -23,7 +23,7 @@ from typing import Iterator
 
 import torch
 
-from .settings import check_fields, setting
+from .settings import SEED_MAX, check_fields, setting
 
 
 @dataclass
@@ -36,7 +36,8 @@ class GenerateSettings:
     top_k: int | None = setting(None, "Draw only among the k most probable words (default: all).", low=1)
     top_p: float | None = setting(None, "Nucleus sampling: draw only among the most probable words whose "
                                   "probabilities sum to at least p, in (0, 1] (default: all).", low=0, low_open=True, high=1)
-    seed: int = setting(0, "Seed of the draws: the same seed gives the same samples on the same machine.", low=0)
+    seed: int = setting(0, "Seed of the draws: the same seed gives the same samples on the same machine.", low=0,
+                        high=SEED_MAX)
     num_samples: int = setting(1, "Samples per prompt.", low=1)
     unk: bool = setting(True, "Let samples draw <unk>, the run's word for every rare or unseen word (the default: the "
                         "model's own distribution, so <unk> may be emitted), or never draw it (no-unk: its "

@@ -69,10 +69,14 @@ def default_of(f: dataclasses.Field) -> Any:
 def check_fields(obj: Any) -> None:
     """Each field's choices, bounds and check (whose value the field then keeps); NaN and
     infinities fail every bound. Raises SettingError (a ValueError) naming the field first."""
+    types_of = None
     for f in dataclasses.fields(obj):
         m, value = meta(f), getattr(obj, f.name)
         if value is None or not m:
             continue
+        if types_of is None:
+            types_of = _hints_or_empty(type(obj))
+        check_type(f.name, value, types_of.get(f.name))
         if m.get("check") is not None:
             try:
                 value = m["check"](value)
@@ -92,11 +96,56 @@ def check_fields(obj: Any) -> None:
 
 
 def _range(m: dict) -> str:
+    low, high = _number(m["low"]), _number(m["high"])
     if m["low"] is not None and m["high"] is not None:
-        return f"in {'(' if m['low_open'] else '['}{m['low']:g}, {m['high']:g}{')' if m['high_open'] else ']'}"
+        return f"in {'(' if m['low_open'] else '['}{low}, {high}{')' if m['high_open'] else ']'}"
     if m["low"] is not None:
-        return f"a finite number {'>' if m['low_open'] else '>='} {m['low']:g}"
-    return f"a finite number {'<' if m['high_open'] else '<='} {m['high']:g}"
+        return f"a finite number {'>' if m['low_open'] else '>='} {low}"
+    return f"a finite number {'<' if m['high_open'] else '<='} {high}"
+
+
+def _number(value) -> str:
+    return str(value) if value is None or isinstance(value, int) else f"{value:g}"
+
+
+#: The largest seed: torch's generators take an unsigned 64-bit seed (a larger one was a raw
+#: "Overflow when unpacking long long").
+SEED_MAX = 2**64 - 1
+
+#: What a setting of a simple type accepts, with the words its message uses. The command line
+#: parses its text into these; the Python API passes values as they are, and a str where an int
+#: belongs reached torch ("manual_seed expected a long, but got str").
+_SIMPLE_TYPES: dict[type, tuple[Callable[[Any], bool], str]] = {
+    bool: (lambda v: isinstance(v, bool), "True or False"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    str: (lambda v: isinstance(v, str), "a str"),
+    Path: (lambda v: isinstance(v, (str, Path)), "a path (str or Path)"),
+}
+
+
+def _hints_or_empty(cls: type) -> dict[str, Any]:
+    try:
+        return hints(cls)
+    except Exception:  # a hint that does not resolve checks nothing, as before
+        return {}
+
+
+def check_type(name: str, value: Any, hint: Any) -> None:
+    """SettingError unless ``value`` (not None) is of ``hint``'s simple type (int, float, bool, str,
+    Path, or a union of them with None); other hints accept anything."""
+    if value is None:
+        return
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    options = [t for t in options if t is not type(None)]
+    if not options or not all(t in _SIMPLE_TYPES for t in options):
+        return
+    if any(_SIMPLE_TYPES[t][0](value) for t in options):
+        if isinstance(value, str) and "\x00" in value:
+            raise SettingError(f"{name} must not contain a NUL character, got {value!r}")
+        return
+    raise SettingError(f"{name} must be {' or '.join(_SIMPLE_TYPES[t][1] for t in options)}, got "
+                       f"{type(value).__name__} {value!r}"[:200])
 
 
 def all_fields(cls: type) -> list[dataclasses.Field]:
@@ -243,6 +292,8 @@ def coerce(cls: type, name: str, value: Any) -> Any:
 
 def _typed(hint: Any, value: Any) -> Any:
     """`value` if it fits the field's type (an int fits a float field), else ValueError."""
+    if value is None:
+        return
     options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
     if value is None and type(None) in options:
         return None

@@ -344,3 +344,86 @@ def test_memory_is_bounded_by_settings_not_by_the_length_of_a_line(tmp_path):
     header, table = rows(r.stdout)
     assert len(table) == 1 and int(table[0][header.index("tokens")]) == tokens
     assert math.isfinite(float(table[0][header.index("ln_prob")]))
+
+
+@pytest.mark.parametrize("run, vocab", [("tied", "union"), ("groc", "union"), ("groc", "model")])
+def test_batched_scores_are_the_one_at_a_time_scores(work, run, vocab):
+    """score() reads sentences side by side (issue 91 §4); each sentence's numbers stay those it gets
+    alone (score_stream), lines of new words, an empty line and a long line included."""
+    from groc_cli import load_run
+    from groc_cli.api import BATCH_POSITIONS
+
+    lines = work.joinpath("text.txt").read_text(encoding="utf-8").splitlines()
+    lines += ["", "zzqx blorfish the zzqx", " ".join(["the"] * (BATCH_POSITIONS + 5))]
+    loaded = load_run(work / run, vocab=vocab)
+    batched, alone = loaded.score(lines), list(loaded.score_stream(lines))
+    assert [s.tokens for s in batched] == [s.tokens for s in alone]
+    for a, b in zip(batched, alone):
+        assert [w for w, _ in a.word_log_probs] == [w for w, _ in b.word_log_probs]
+        assert [lp for _, lp in a.word_log_probs] == pytest.approx([lp for _, lp in b.word_log_probs], abs=1e-5)
+
+
+API_BAD = [
+    ("load", {"path": None}, "path None"),
+    ("load", {"path": 5}, "path must be a path"),
+    ("load", {"vocab": ["a"]}, "vocab must be a str"),
+    ("load", {"vocab": "open"}, "vocab 'open': expected one of"),
+    ("load", {"checkpoint": 5}, "checkpoint must be a str"),
+    ("load", {"checkpoint": "first"}, "checkpoint 'first'"),
+    ("load", {"device": 0}, "device must be a str"),
+    ("load", {"threads": 1.5}, "threads 1.5"),
+    ("score", ([5],), "takes a list of str words"),
+    ("score", (5,), "takes a list of sentences"),
+    ("score", (None,), "takes a list of sentences"),
+    ("score", (["a\x00b c"],), "NUL"),
+    ("score", ([["a\x00b"]],), "each word must be"),
+    ("score", ([["a b"]],), "each word must be"),
+    ("score", ([[b"a"]],), "decode bytes first"),
+    ("generate", {"seed": "1"}, "seed must be a whole number"),
+    ("generate", {"seed": 1.5}, "seed must be a whole number"),
+    ("generate", {"seed": True}, "seed must be a whole number"),
+    ("generate", {"seed": 2**70}, "seed must be in [0, 18446744073709551615]"),
+    ("generate", {"seed": -1}, "seed must be in"),
+    ("generate", {"top_k": "3"}, "top_k must be a whole number"),
+    ("generate", {"top_k": 2.5}, "top_k must be a whole number"),
+    ("generate", {"max_tokens": "3"}, "max_tokens must be a whole number"),
+    ("generate", {"max_tokens": 0}, "max_tokens must be"),
+    ("generate", {"temperature": "1"}, "temperature must be a number"),
+    ("generate", {"prompts": [5]}, "takes a list of str words"),
+    ("generate", {"prompts": ["the\x00cat"]}, "NUL"),
+    ("generate", {"bogus": 1}, "bogus"),
+    ("stream", {"cache": "local", "knn": 8}, "knn is a setting of cache unbounded, not of local"),
+    ("stream", {"theta": 0.7}, "theta is a setting of cache local, not of none"),
+    ("stream", {"cache_weight": 0.3}, "cache_weight is a setting of cache"),
+    ("stream", {"cache": "local", "theta": "x"}, "theta must be a number"),
+    ("stream", {"cache": "local", "cache_weight": "x"}, "cache_weight must be a number"),
+    ("stream", {"cache": 3}, "cache must be a str"),
+    ("stream", {"reset": "no"}, "reset must be True or False"),
+]
+
+
+@pytest.mark.parametrize("call, arguments, message", API_BAD, ids=[f"{c}-{m[:24]}" for c, _, m in API_BAD])
+def test_the_api_refuses_wrong_types_and_ranges_with_a_setting_error(work, call, arguments, message):
+    """Issue 91 §2: the API's arguments get the SettingError the command line gives, never a
+    TypeError or a torch error; a cache's foreign setting is refused as on the command line."""
+    from groc_cli import load_run
+    from groc_cli.errors import SettingError
+
+    with pytest.raises(SettingError) as caught:
+        if call == "load":
+            load_run(**{"path": work / "tied", **arguments})
+        elif call == "score":
+            load_run(work / "tied").score(*arguments)
+        elif call == "generate":
+            arguments = dict(arguments)
+            load_run(work / "groc").generate(arguments.pop("prompts", "the"), **arguments)
+        else:
+            list(load_run(work / "tied").score_stream(["the cat"], **arguments))
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("seed", ["-1", "99999999999999999999999"])
+def test_a_seed_out_of_range_is_one_line(work, seed):
+    r = run_groc("generate", work / "tied", "--seed", seed, "--max-tokens", "2")
+    assert r.returncode == 2 and r.stdout == b""
+    assert r.stderr.decode().strip() == f"groc: error: --seed must be in [0, 18446744073709551615], got {seed}"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ..models.lexicon import MAX_ENTRIES, PAPER_DEFINITION_WORDS, PAPER_RELATIONS
-from ..settings import check_fields, setting
+from ..settings import SEED_MAX, check_fields, setting
 from ..text.tokenizer import TokenizeOptions, tokenize_lines
 
 _MARKUP = re.compile(r"^<.*>$")
@@ -44,7 +44,7 @@ class LexiconSettings:
                                   f"{PAPER_DEFINITION_WORDS}).", low=0, high=MAX_ENTRIES)
     lower: bool = setting(True, "Lowercase relation and definition words, like the corpora.", negation="keep-case")
     keep_fraction: float = setting(1.0, "Keep this seeded random share of covered words (paper Table 4).", low=0, high=1)
-    seed: int = setting(1, "Seed for `keep_fraction`.")
+    seed: int = setting(1, "Seed for `keep_fraction`.", low=0, high=SEED_MAX)
     jobs: int = setting(1, "Processes for tokenizing definitions.", short="-j", low=1)
 
     def __post_init__(self) -> None:

@@ -31,7 +31,7 @@ from ..artifacts import atomic_group, provenance, write_json, write_parquet
 from ..console import log
 from ..errors import GrocError, SettingError
 from ..runtime import rebalance_threads
-from ..settings import check_fields, setting
+from ..settings import SEED_MAX, check_fields, setting
 from ..run_storage import write_weights
 from .graphed import READ_EVERY, GraphedEval, StaticStep, graph_unsupported, make_graph_optimizer, tensor_lr
 from .seed import rng_state, set_rng_state
@@ -82,7 +82,7 @@ class TrainConfig:
                               "(Merity et al. 2018; authors' code: 2).", low=0)
     tar_beta: float = setting(0.0, "Temporal activation regularization β·mean((h_t − h_{t−1})²) on the last layer's "
                               "output before dropout (authors' code: 1).", low=0)
-    seed: int = setting(1, "Seed for initialisation, dropout and `update_prob` draws.")
+    seed: int = setting(1, "Seed for initialisation, dropout and `update_prob` draws.", low=0, high=SEED_MAX)
     graph: bool = setting(True, "On CUDA, run each training step and each validation chunk as one captured CUDA graph "
                           "(the same computation, launched at once; training/graphed.py); off, kernels are launched "
                           "one by one. Ignored on CPU, and where a step cannot be captured (the log says why).")

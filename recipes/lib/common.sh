@@ -80,6 +80,14 @@ fi
 # paper-scale recipe into a GPU lease.
 [ -n "${MINUTES:-}" ] && BUDGET+=(--max-minutes "$MINUTES")
 
+# cut_slice FILE SLICE: FILE's first 15 lines as SLICE, unless SLICE is there. Recipes sharing one
+# RESULTS cut the same slices at once, outside any stage lock: each writes a temporary name of its
+# own and renames it into place (a fixed SLICE.partial was truncated and moved away under the others).
+cut_slice() {
+  [ -s "$2" ] && return 0
+  local tmp; tmp=$(mktemp "$2.partial.XXXXXX") || return 1
+  head -n 15 "$1" > "$tmp" && chmod "$(umask_mode 666)" "$tmp" && mv -f "$tmp" "$2" || { rm -f "$tmp"; return 1; }
+}
 # prepare_splits DATASET TRAIN VALID TEST: groc prepare of the three files into DATASET; at
 # SCALE=tiny of their first 15 lines (copied to $WORK/raw/), about 300 tokens each.
 prepare_splits() {
@@ -88,7 +96,7 @@ prepare_splits() {
     mkdir -p "$WORK/raw"
     for i in 0 1 2; do
       local slice; slice=$WORK/raw/$(basename "$out").$(basename "${files[i]}")
-      [ -s "$slice" ] || { head -n 15 "${files[i]}" > "$slice.partial" && mv "$slice.partial" "$slice"; }
+      cut_slice "${files[i]}" "$slice"
       files[i]=$slice
     done
   fi
@@ -147,6 +155,8 @@ settings() {
 # that each can run in its own process (say, several sharing a GPU).
 select_kinds() {
   ALL_KINDS="$*"
+  # A blank KINDS (' ') named no model: it trained nothing and said done.
+  if [ -n "${KINDS:-}" ] && [ -z "${KINDS//[[:space:]]/}" ]; then die "KINDS is blank; name models of $ALL_KINDS, or leave KINDS unset for all"; fi
   KINDS=${KINDS:-$ALL_KINDS}
   local kind
   for kind in $KINDS; do
