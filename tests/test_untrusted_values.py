@@ -1,0 +1,107 @@
+"""Values that cannot be right, and memory or disk limits (issue 91, sections 2 and 3): a weights
+file whose header declares another dtype, per-token tables with impossible values or column types,
+a FAISS index trained on another model's states, JSON nested absurdly deep or with huge integers,
+an allocation failure reported as damage. Each is one line on stderr naming the file (or the
+setting), a non-zero exit and nothing half-written."""
+
+import json
+import shutil
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import REPO, run_groc
+
+TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """ds: a small dataset; run and other: two tiny tied runs on it (other seeds); a.parquet and
+    b.parquet: their per-token tables of the valid split."""
+    root = tmp_path_factory.mktemp("untrusted")
+    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "3000,800",
+             "--min-count", "2", "-o", root / "ds", check=True)
+    for name, seed in (("run", "3"), ("other", "4")):
+        run_groc("train", root / "ds", "-o", root / name, "--max-tokens", "100", *TINY, "--seed", seed, check=True)
+    for name, table in (("run", "a.parquet"), ("other", "b.parquet")):
+        run_groc("eval", root / name, root / "ds", "--split", "valid", "--device", "cpu", "--per-token", root / table,
+                 check=True)
+    return root
+
+
+@pytest.fixture
+def work(built, tmp_path, monkeypatch):
+    for name in ("ds", "run", "other"):
+        shutil.copytree(built / name, tmp_path / name)
+    for name in ("a.parquet", "b.parquet"):
+        shutil.copyfile(built / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def listing(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def one_line(r, *names):
+    err = r.stderr.decode()
+    assert r.returncode != 0 and len(err.splitlines()) == 1 and err.startswith("groc: error: "), err
+    assert "Traceback" not in err
+    for name in names:
+        assert str(name) in err, err
+    return err
+
+
+EVAL = ["eval", "run", "ds", "--split", "valid", "--device", "cpu"]
+
+
+# -- weights -------------------------------------------------------------------------------------
+
+def safetensors_header(path):
+    data = path.read_bytes()
+    n = struct.unpack("<Q", data[:8])[0]
+    return json.loads(data[8:8 + n]), data[8 + n:]
+
+
+def write_safetensors(path, header, body):
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + body)
+
+
+@pytest.mark.parametrize("dtype", ["I32", "U32"])
+def test_weights_whose_header_declares_another_dtype(work, dtype):
+    """Same bytes, read as another type of the same width: before, perplexity inf."""
+    path = work / "run" / "best" / "model.safetensors"
+    header, body = safetensors_header(path)
+    name = next(k for k, v in header.items() if k != "__metadata__" and v["dtype"] == "F32")
+    header[name]["dtype"] = dtype
+    write_safetensors(path, header, body)
+    err = one_line(run_groc(*EVAL), "run/best/model.safetensors")
+    assert "dtype" in err and name in err and "re-train" in err
+
+
+def test_weights_whose_values_changed_after_writing(work):
+    """A tensor's bytes edited in place (a careful forgery keeps every value finite): the checksum the
+    file's metadata records no longer matches."""
+    path = work / "run" / "best" / "model.safetensors"
+    header, body = safetensors_header(path)
+    name = next(k for k, v in header.items() if k != "__metadata__" and v["dtype"] == "F32")
+    start = header[name]["data_offsets"][0]
+    body = body[:start] + struct.pack("<f", 0.125) + body[start + 4:]
+    write_safetensors(path, header, body)
+    err = one_line(run_groc(*EVAL), "run/best/model.safetensors")
+    assert "checksum" in err
+
+
+def test_weights_record_the_checksum_of_their_tensors(work):
+    from safetensors.torch import load_file
+
+    from groc_cli.run_storage import read_weights_metadata, tensors_checksum
+
+    path = work / "run" / "best" / "model.safetensors"
+    assert read_weights_metadata(path)["tensors_sha256"] == tensors_checksum(load_file(str(path)))
