@@ -105,3 +105,55 @@ def test_weights_record_the_checksum_of_their_tensors(work):
 
     path = work / "run" / "best" / "model.safetensors"
     assert read_weights_metadata(path)["tensors_sha256"] == tensors_checksum(load_file(str(path)))
+
+
+# -- per-token tables for compare ----------------------------------------------------------------
+
+def rewrite_column(path, column, values, type=None):
+    """Replace one column of a per-token table, keeping its provenance (a careful forgery)."""
+    table = pq.read_table(path)
+    array = pa.array(values, type=type)
+    table = table.set_column(table.column_names.index(column), pa.field(column, array.type), array)
+    pq.write_table(table.replace_schema_metadata(pq.read_schema(path).metadata), path)
+
+
+def column_values(path, column):
+    return pq.read_table(path, columns=[column]).column(column).to_numpy().copy()
+
+
+@pytest.mark.parametrize("column, value", [
+    ("final_logp", float("nan")), ("final_logp", float("inf")), ("final_logp", float("-inf")), ("final_logp", 0.5),
+    ("train_freq", -3), ("position", -1),
+])
+def test_compare_refuses_impossible_values(work, column, value):
+    values = column_values(work / "b.parquet", column)
+    values[7] = value
+    rewrite_column(work / "b.parquet", column, values)
+    err = one_line(run_groc("compare", "a.parquet", "b.parquet", "--freq-from", "b"), "b.parquet", repr(column))
+    assert "row 7" in err
+
+
+def test_compare_refuses_a_missing_value(work):
+    values = column_values(work / "a.parquet", "final_logp").tolist()
+    values[3] = None
+    rewrite_column(work / "a.parquet", "final_logp", values, pa.float64())
+    one_line(run_groc("compare", "a.parquet", "b.parquet"), "a.parquet", "'final_logp'", "null")
+
+
+@pytest.mark.parametrize("column, values", [
+    ("final_logp", lambda v: [str(x) for x in v]),
+    ("train_freq", lambda v: [float(x) for x in v]),
+    ("position", lambda v: [str(x) for x in v]),
+    ("word", lambda v: list(range(len(v)))),
+])
+def test_compare_refuses_columns_of_the_wrong_type(work, column, values):
+    rewrite_column(work / "a.parquet", column, values(column_values(work / "a.parquet", column).tolist()))
+    one_line(run_groc("compare", "a.parquet", "b.parquet"), "a.parquet", repr(column))
+
+
+def test_compare_takes_narrower_types_as_the_records_keep_them(work):
+    """float32 log-probabilities and int32 counts (docs/records' per-token tables) are the same kind."""
+    rewrite_column(work / "a.parquet", "final_logp", column_values(work / "a.parquet", "final_logp"), pa.float32())
+    rewrite_column(work / "a.parquet", "train_freq", column_values(work / "a.parquet", "train_freq"), pa.int32())
+    r = run_groc("compare", "a.parquet", "b.parquet", "--json")
+    assert r.returncode == 0, r.stderr.decode()
