@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from .version import __version__
 from .console import log, strict_json
 from .errors import DamagedInput, GrocError
+from .json_input import parse_json  # noqa: F401 (every reader's one JSON parser)
 from .formats import DATASET_FORMAT, RUN_FORMAT, STATES_FORMAT
 
 METADATA_KEY = b"groc"
@@ -88,7 +89,7 @@ def _directory_kind(path: Path) -> str | None:
     for (marker, form), kind in DIRECTORY_KINDS.items():
         try:
             with open(path / marker, "rb") as handle:
-                if json.loads(handle.read(1 << 20)).get("format") == form:
+                if parse_json(handle.read(1 << 20)).get("format") == form:
                     return kind
         except (OSError, ValueError, AttributeError):
             continue
@@ -486,9 +487,11 @@ def parquet_writer(path: Path, schema: pa.Schema, meta: dict) -> pq.ParquetWrite
 
 
 def read_metadata(path: Path) -> dict:
+    """The provenance a groc Parquet file records ({} for none); a ValueError when it is not JSON
+    groc could have written (``parse_json``)."""
     schema = pq.read_schema(path)
     raw = (schema.metadata or {}).get(METADATA_KEY)
-    return json.loads(raw) if raw else {}
+    return parse_json(raw) if raw else {}
 
 
 def open_parquet(path: Path, columns: dict[str, Callable[[pa.DataType], bool]], rebuild: str) -> pq.ParquetFile:
@@ -525,7 +528,7 @@ def parquet_checksum(schema: pa.Schema) -> str | None:
     """The dataset checksum a groc Parquet file records in its provenance, if any."""
     raw = (schema.metadata or {}).get(METADATA_KEY)
     try:
-        return json.loads(raw).get("checksum") if raw else None
+        return parse_json(raw).get("checksum") if raw else None
     except (ValueError, AttributeError):
         return None
 
@@ -543,11 +546,11 @@ def write_json(obj: Any, path: Path) -> None:
 def read_json(path: Path, what: str, rebuild: str = "recreate it") -> dict:
     """The JSON object in `path`; `rebuild` names the command that writes it again."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = parse_json(Path(path).read_bytes())
     except FileNotFoundError:
         raise DamagedInput(path, f"({what}) is missing", rebuild) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DamagedInput(path, f"({what}) is not valid JSON ({exc})", rebuild) from None
+    except ValueError as exc:
+        raise DamagedInput(path, f"({what}) is not JSON groc wrote ({first_line(exc)})", rebuild) from None
     if not isinstance(data, dict):
         raise DamagedInput(path, f"({what}) holds a JSON {type(data).__name__}, not an object", rebuild)
     return data

@@ -28,7 +28,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .version import __version__
-from .artifacts import METADATA_KEY, _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
+from .artifacts import METADATA_KEY, _umask, atomic_dir, atomic_path, first_line, parse_json, provenance, read_json, read_parquet, sha256_file, write_parquet
 from .errors import DamagedInput, GrocError
 from .formats import RUN_FORMAT
 from .models import Lexicon, ModelConfig, build_model, output_layer_class
@@ -62,7 +62,7 @@ def read_lexicon(path: Path, rebuild: str) -> Lexicon:
     table = read_parquet(Path(path), _LEXICON_COLUMNS, rebuild)
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     try:
-        meta = json.loads(raw) if raw else {}
+        meta = parse_json(raw) if raw else {}
         arguments = meta.get("arguments") or {}
     except (ValueError, AttributeError):
         raise DamagedInput(path, "has provenance that is not a JSON object", rebuild) from None
@@ -162,7 +162,7 @@ def read_weights_metadata(path: Path) -> dict:
     with safe_open(str(path), framework="pt") as handle:
         meta = handle.metadata() or {}
     try:
-        found = json.loads(meta[WEIGHTS_KEY]) if WEIGHTS_KEY in meta else {}
+        found = parse_json(meta[WEIGHTS_KEY]) if WEIGHTS_KEY in meta else {}
     except ValueError:
         found = None
     if not isinstance(found, dict):

@@ -5,6 +5,7 @@ an allocation failure reported as damage. Each is one line on stderr naming the 
 setting), a non-zero exit and nothing half-written."""
 
 import json
+from pathlib import Path
 import shutil
 import struct
 
@@ -157,3 +158,53 @@ def test_compare_takes_narrower_types_as_the_records_keep_them(work):
     rewrite_column(work / "a.parquet", "train_freq", column_values(work / "a.parquet", "train_freq"), pa.int32())
     r = run_groc("compare", "a.parquet", "b.parquet", "--json")
     assert r.returncode == 0, r.stderr.decode()
+
+
+# -- JSON nested absurdly deep, or with huge integers ------------------------------------------------
+
+DEEP = "[" * 100000 + "]" * 100000
+HUGE = "1" + "0" * 5000
+
+
+@pytest.mark.parametrize("text", [DEEP, '{"format": "groc-run", "model": ' + DEEP + "}", '{"seed": ' + HUGE + "}",
+                                  '{"epochs": 1e999}'])
+def test_a_run_config_with_absurd_json(work, text):
+    (work / "run" / "config.json").write_text(text)
+    err = one_line(run_groc(*EVAL), "run/config.json")
+    assert "RecursionError" not in err and "set_int_max_str_digits" not in err
+
+
+@pytest.mark.parametrize("name", ["config.json", "summary.json"])
+@pytest.mark.parametrize("text", [DEEP, '{"epochs": ' + HUGE + "}"])
+def test_groc_runs_reports_the_bad_run_and_lists_the_others(work, name, text):
+    (work / "other" / name).write_text(text)
+    r = run_groc("runs", ".", "--json")
+    assert r.returncode == 0 and "Traceback" not in r.stderr.decode(), r.stderr.decode()
+    rows = {Path(row["run"]).name: row for row in json.loads(r.stdout)} if r.stdout.startswith(b"[") else {
+        Path(row["run"]).name: row for row in map(json.loads, r.stdout.decode().splitlines())}
+    assert rows["run"]["status"] == "done"
+    assert rows["other"]["status"].startswith("damaged"), rows["other"]
+
+
+@pytest.mark.parametrize("text", [DEEP, '{"stage": "eval", "n": ' + HUGE + "}"])
+def test_compare_of_a_table_whose_metadata_is_absurd_json(work, text):
+    table = pq.read_table(work / "a.parquet")
+    pq.write_table(table.replace_schema_metadata({b"groc": text.encode()}), work / "a.parquet")
+    err = one_line(run_groc("compare", "a.parquet", "b.parquet"), "a.parquet")
+    assert "not a Parquet file" not in err and "provenance" in err
+
+
+@pytest.mark.parametrize("suffix, text", [(".json", DEEP), (".toml", "a = " + "[" * 100000 + "]" * 100000),
+                                          (".json", '{"emb": ' + HUGE + "}")])
+def test_a_config_file_with_absurd_nesting_or_numbers(work, suffix, text):
+    (work / f"c{suffix}").write_text(text)
+    one_line(run_groc("train", "ds", "-o", "new", "--config", f"c{suffix}", "--max-tokens", "50", "--device", "cpu"),
+             f"--config c{suffix}")
+    assert not (work / "new").exists()
+
+
+def test_a_binary_config_file_names_the_file_and_the_flag(work):
+    (work / "c.json").write_bytes(bytes(range(256)) * 4)
+    err = one_line(run_groc("train", "ds", "-o", "new", "--config", "c.json", "--max-tokens", "50", "--device", "cpu"),
+                   "--config c.json")
+    assert "UTF-8" in err and not (work / "new").exists()
