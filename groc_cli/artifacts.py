@@ -438,24 +438,31 @@ def quota_exceeded(exc: BaseException) -> bool:
 
 
 class DiskFull(GrocError):
-    """No space left while writing an output; nothing of it was kept."""
+    """No space left while writing an output; nothing of it was kept. ``needed``: the bytes the output
+    needs when known beforehand (``exact``, require_space), else the bytes written before the disk
+    filled (0 when it filled before the first)."""
 
     exit_code = 1
 
-    def __init__(self, path: Path, needed: int, free: int | None = None, quota: bool = False):
+    def __init__(self, path: Path, needed: int, free: int | None = None, quota: bool = False, exact: bool = False):
         self.path = Path(path)
+        if exact:
+            size = f"it needs {needed:,} bytes"
+        elif needed > 0:
+            size = f"it needs more than the {needed:,} bytes written before it stopped"
+        else:
+            size = "it stopped before its first bytes were written"
         if quota:
-            super().__init__(f"disk quota exceeded writing {path}: it needs more than {needed:,} bytes; nothing was "
-                             "written there (free some of your quota, which `quota -s` or Lustre's `lfs quota -h .` "
-                             "shows, or choose another path)")
+            super().__init__(f"disk quota exceeded writing {path}: {size}; nothing was written there (free some of "
+                             "your quota, which `quota -s` or Lustre's `lfs quota -h .` shows, or choose another path)")
             return
         if free is None:
             try:
                 free = shutil.disk_usage(self.path.parent if str(self.path.parent) else ".").free
             except OSError:
                 free = 0
-        super().__init__(f"no space left on the device of {path}: it needs more than {needed:,} bytes and "
-                         f"{free:,} are free; nothing was written there (free some space or choose another path)")
+        super().__init__(f"no space left on the device of {path}: {size}, and {free:,} are free; nothing was written "
+                         "there (free some space or choose another path)")
 
 
 def require_space(path: Path, needed: int) -> None:
@@ -463,7 +470,7 @@ def require_space(path: Path, needed: int) -> None:
     parent = Path(path).parent if str(Path(path).parent) else Path(".")
     free = shutil.disk_usage(parent).free
     if needed > free:
-        raise DiskFull(path, needed, free)
+        raise DiskFull(path, needed, free, exact=True)
 
 
 def provenance(stage: str, **fields: Any) -> dict:
