@@ -208,3 +208,91 @@ def test_a_binary_config_file_names_the_file_and_the_flag(work):
     err = one_line(run_groc("train", "ds", "-o", "new", "--config", "c.json", "--max-tokens", "50", "--device", "cpu"),
                    "--config c.json")
     assert "UTF-8" in err and not (work / "new").exists()
+
+
+# -- memory, disk, threads, figures ----------------------------------------------------------------
+
+def test_an_allocation_failing_while_reading_a_healthy_file_is_not_damage(work, capsys, monkeypatch):
+    """pyarrow's ArrowMemoryError is an ArrowException too: a memory limit met while reading a run's
+    vocabulary called it damaged and advised re-training with --force."""
+    from groc_cli import cli
+
+    real = pq.ParquetFile.read
+
+    def refused(self, *args, **kwargs):
+        if "vocab.parquet" in str(getattr(self, "_groc_path", "")) or kwargs.get("columns") == ["word", "count"]:
+            raise pa.ArrowMemoryError("malloc of size 1048576 failed")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", refused)
+    assert cli.main(EVAL) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("groc: error: out of memory") and len(err.splitlines()) == 1, err
+    assert "damaged" not in err and "re-train" not in err and "--force" not in err and "vocab.parquet" in err
+
+
+@pytest.mark.parametrize("exc", [MemoryError(), RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: "
+                                                             "can't allocate memory: you tried to allocate 8 bytes"),
+                                 RuntimeError("std::bad_alloc"), ImportError("libtorch_cpu.so: failed to map segment "
+                                                                            "from shared object")])
+def test_damage_raised_while_an_allocation_failed_is_out_of_memory(exc):
+    from groc_cli.errors import DamagedInput, OutOfMemory, out_of_memory
+
+    try:
+        try:
+            raise exc
+        except Exception:
+            raise DamagedInput("run/vocab.parquet", "is damaged (malloc failed)", "re-train the run") from None
+    except Exception as raised:
+        assert isinstance(raised, OutOfMemory) and not isinstance(raised, DamagedInput)
+        assert "run/vocab.parquet" in str(raised) and "damaged" not in str(raised)
+    assert out_of_memory(exc)
+    assert isinstance(DamagedInput("f", "is truncated", "rebuild it"), DamagedInput)  # outside a handler: damage
+
+
+def test_a_full_disk_message_says_what_is_true():
+    from groc_cli.artifacts import DiskFull
+
+    assert "more than 0 bytes" not in str(DiskFull("out.parquet", 0, free=0))
+    assert "before its first bytes" in str(DiskFull("out.parquet", 0, free=0))
+    assert "needs 5,000 bytes" in str(DiskFull("st/hidden.npy", 5000, free=10, exact=True))
+    assert "more than the 4,096 bytes written" in str(DiskFull("out.parquet", 4096, free=0))
+
+
+def test_a_full_disk_outside_an_output_names_the_path_and_the_free_bytes():
+    import errno
+
+    from groc_cli.cli import _disk_full
+
+    line = _disk_full(OSError(errno.ENOSPC, "No space left on device", "/tmp/x/out.json"))
+    assert line.startswith("groc: error: no space left") and "/tmp/x/out.json" in line and "bytes free" in line
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "2,", "1.5"])
+def test_a_malformed_omp_num_threads_is_groc_s_own_line(work, value):
+    r = run_groc(*EVAL, env={"OMP_NUM_THREADS": value})
+    err = one_line(r, "OMP_NUM_THREADS")
+    assert "libgomp" not in err and r.returncode == 2 and not r.stdout
+
+
+def test_an_empty_omp_num_threads_is_unset_without_libgomp_s_complaint(work):
+    r = run_groc(*EVAL, env={"OMP_NUM_THREADS": ""})
+    assert r.returncode == 0 and "libgomp" not in r.stderr.decode(), r.stderr.decode()
+
+
+@pytest.mark.parametrize("name, magic", [("f.jpg", b"\xff\xd8"), ("f.pdf", b"%PDF"), ("f.svg", b"<?xml"),
+                                         ("f.png", b"\x89PNG")])
+def test_figures_are_written_in_the_format_their_name_says(work, name, magic):
+    pytest.importorskip("matplotlib")
+    r = run_groc("compare", "a.parquet", "b.parquet", "--plot", name)
+    assert r.returncode == 0, r.stderr.decode()
+    assert (work / name).read_bytes().startswith(magic)
+    r = run_groc("plot", "run", "-o", "curve-" + name)
+    assert r.returncode == 0, r.stderr.decode()
+    assert (work / ("curve-" + name)).read_bytes().startswith(magic)
+
+
+def test_a_figure_name_of_another_format_is_refused(work):
+    one_line(run_groc("compare", "a.parquet", "b.parquet", "--plot", "f.gif"), "f.gif", ".png")
+    one_line(run_groc("plot", "run", "-o", "f.docx"), "f.docx", ".png")
+    assert not (work / "f.gif").exists() and not (work / "f.docx").exists()

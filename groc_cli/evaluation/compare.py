@@ -391,8 +391,9 @@ def run_compare(settings: CompareSettings, path_a: Path, path_b: Path, output: P
             if path is not None:
                 outputs.enter_context(claim_output(path, force, flag, what, inputs=(path_a, path_b)))
         if plot is not None:
-            from ..plots import require_matplotlib
+            from ..plots import figure_format, require_matplotlib
 
+            figure_format(plot)
             require_matplotlib()
 
         result = compare(path_a, path_b, edges, column=column, freq_from=freq_from, words=settings.words)
