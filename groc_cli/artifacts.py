@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from .version import __version__
 from .console import log, strict_json
 from .errors import DamagedInput, GrocError
+from .json_input import parse_json  # noqa: F401 (every reader's one JSON parser)
 from .formats import DATASET_FORMAT, RUN_FORMAT, STATES_FORMAT
 
 METADATA_KEY = b"groc"
@@ -88,7 +89,7 @@ def _directory_kind(path: Path) -> str | None:
     for (marker, form), kind in DIRECTORY_KINDS.items():
         try:
             with open(path / marker, "rb") as handle:
-                if json.loads(handle.read(1 << 20)).get("format") == form:
+                if parse_json(handle.read(1 << 20)).get("format") == form:
                     return kind
         except (OSError, ValueError, AttributeError):
             continue
@@ -437,24 +438,31 @@ def quota_exceeded(exc: BaseException) -> bool:
 
 
 class DiskFull(GrocError):
-    """No space left while writing an output; nothing of it was kept."""
+    """No space left while writing an output; nothing of it was kept. ``needed``: the bytes the output
+    needs when known beforehand (``exact``, require_space), else the bytes written before the disk
+    filled (0 when it filled before the first)."""
 
     exit_code = 1
 
-    def __init__(self, path: Path, needed: int, free: int | None = None, quota: bool = False):
+    def __init__(self, path: Path, needed: int, free: int | None = None, quota: bool = False, exact: bool = False):
         self.path = Path(path)
+        if exact:
+            size = f"it needs {needed:,} bytes"
+        elif needed > 0:
+            size = f"it needs more than the {needed:,} bytes written before it stopped"
+        else:
+            size = "it stopped before its first bytes were written"
         if quota:
-            super().__init__(f"disk quota exceeded writing {path}: it needs more than {needed:,} bytes; nothing was "
-                             "written there (free some of your quota, which `quota -s` or Lustre's `lfs quota -h .` "
-                             "shows, or choose another path)")
+            super().__init__(f"disk quota exceeded writing {path}: {size}; nothing was written there (free some of "
+                             "your quota, which `quota -s` or Lustre's `lfs quota -h .` shows, or choose another path)")
             return
         if free is None:
             try:
                 free = shutil.disk_usage(self.path.parent if str(self.path.parent) else ".").free
             except OSError:
                 free = 0
-        super().__init__(f"no space left on the device of {path}: it needs more than {needed:,} bytes and "
-                         f"{free:,} are free; nothing was written there (free some space or choose another path)")
+        super().__init__(f"no space left on the device of {path}: {size}, and {free:,} are free; nothing was written "
+                         "there (free some space or choose another path)")
 
 
 def require_space(path: Path, needed: int) -> None:
@@ -462,7 +470,7 @@ def require_space(path: Path, needed: int) -> None:
     parent = Path(path).parent if str(Path(path).parent) else Path(".")
     free = shutil.disk_usage(parent).free
     if needed > free:
-        raise DiskFull(path, needed, free)
+        raise DiskFull(path, needed, free, exact=True)
 
 
 def provenance(stage: str, **fields: Any) -> dict:
@@ -486,9 +494,11 @@ def parquet_writer(path: Path, schema: pa.Schema, meta: dict) -> pq.ParquetWrite
 
 
 def read_metadata(path: Path) -> dict:
+    """The provenance a groc Parquet file records ({} for none); a ValueError when it is not JSON
+    groc could have written (``parse_json``)."""
     schema = pq.read_schema(path)
     raw = (schema.metadata or {}).get(METADATA_KEY)
-    return json.loads(raw) if raw else {}
+    return parse_json(raw) if raw else {}
 
 
 def open_parquet(path: Path, columns: dict[str, Callable[[pa.DataType], bool]], rebuild: str) -> pq.ParquetFile:
@@ -525,7 +535,7 @@ def parquet_checksum(schema: pa.Schema) -> str | None:
     """The dataset checksum a groc Parquet file records in its provenance, if any."""
     raw = (schema.metadata or {}).get(METADATA_KEY)
     try:
-        return json.loads(raw).get("checksum") if raw else None
+        return parse_json(raw).get("checksum") if raw else None
     except (ValueError, AttributeError):
         return None
 
@@ -543,11 +553,11 @@ def write_json(obj: Any, path: Path) -> None:
 def read_json(path: Path, what: str, rebuild: str = "recreate it") -> dict:
     """The JSON object in `path`; `rebuild` names the command that writes it again."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = parse_json(Path(path).read_bytes())
     except FileNotFoundError:
         raise DamagedInput(path, f"({what}) is missing", rebuild) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DamagedInput(path, f"({what}) is not valid JSON ({exc})", rebuild) from None
+    except ValueError as exc:
+        raise DamagedInput(path, f"({what}) is not JSON groc wrote ({first_line(exc)})", rebuild) from None
     if not isinstance(data, dict):
         raise DamagedInput(path, f"({what}) holds a JSON {type(data).__name__}, not an object", rebuild)
     return data

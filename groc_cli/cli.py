@@ -16,7 +16,7 @@ except ImportError:  # older typer depends on click itself
 
 from .version import __version__
 from . import console, interrupts
-from .errors import GrocError, StdoutClosed, Terminated, named, out_of_memory
+from .errors import GrocError, OutOfMemory, StdoutClosed, Terminated, named, out_of_memory
 
 from typer.core import TyperCommand, TyperGroup
 
@@ -160,6 +160,30 @@ def _escaping_stderr() -> None:
         sys.stderr.reconfigure(errors="backslashreplace")
 
 
+def _out_of_memory(reading=None) -> str:
+    """The one line of any allocation refused (docs/stages.md, "Memory limits"), wherever it happened."""
+    return (f"groc: error: out of memory{f' while reading {reading}' if reading is not None else ''} (the process's "
+            "memory limit, `ulimit -v`, or the machine's); use a smaller --batch-size, --chunk or model, or raise the "
+            "limit")
+
+
+def _disk_full(exc: OSError) -> str:
+    """A full disk (or quota) met outside an output's own writer, which says more (artifacts.DiskFull):
+    the path, with the free bytes of its file system."""
+    import shutil
+
+    where = exc.filename or "."
+    device = os.path.dirname(os.path.abspath(where))
+    while not os.path.isdir(device) and device != os.path.dirname(device):
+        device = os.path.dirname(device)
+    try:
+        free = f"; {shutil.disk_usage(device).free:,} bytes free there"
+    except OSError:
+        free = ""
+    what = "disk quota exceeded" if exc.errno == errno.EDQUOT else "no space left on the device"
+    return f"groc: error: {what} writing {where}{free}; free some space or choose another path"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run groc; the exit status (130 after Ctrl-C, 143 after SIGTERM, whenever it arrives)."""
     try:
@@ -174,6 +198,13 @@ def _main(argv: list[str] | None) -> int:
     command = _GROUP
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or os.environ.get("GROC_DEBUG") == "1"
+    from .cores import omp_threads_problem  # before torch or FAISS loads OpenMP, which reads the variable
+
+    if problem := omp_threads_problem(os.environ.get("OMP_NUM_THREADS")):
+        print(f"groc: error: {problem}", file=sys.stderr)
+        return 2
+    if os.environ.get("OMP_NUM_THREADS", "x").strip() == "":  # set but empty: unset, as groc reads it, not libgomp's complaint
+        del os.environ["OMP_NUM_THREADS"]
     interrupts.install()
     console.setting_names = _flagged(args)
     console.stderr_gone = False
@@ -202,6 +233,11 @@ def _main(argv: list[str] | None) -> int:
     except click_exceptions.ClickException as exc:
         print(f"groc: error: {exc.format_message()}", file=sys.stderr)
         return exc.exit_code
+    except OutOfMemory as exc:
+        if debug:
+            raise
+        print(_out_of_memory(exc.reading), file=sys.stderr)
+        return OutOfMemory.exit_code
     except GrocError as exc:
         if debug:
             raise
@@ -209,13 +245,14 @@ def _main(argv: list[str] | None) -> int:
         return exc.exit_code
     except (StdoutClosed, BrokenPipeError):
         return _quiet_stdout()
-    except (MemoryError, RuntimeError, OSError) as exc:
+    except (MemoryError, RuntimeError, OSError, ImportError) as exc:
         memory = out_of_memory(exc)  # ENOMEM is an OSError too: a memory map the limit refuses
         if debug or not (memory or isinstance(exc, OSError)):
             raise
         if memory:
-            print("groc: error: out of memory (the process's memory limit, `ulimit -v`, or the machine's); use a smaller "
-                  "--batch-size, --chunk or model, or raise the limit", file=sys.stderr)
+            print(_out_of_memory(), file=sys.stderr)
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            print(_disk_full(exc), file=sys.stderr)
         else:
             print(f"groc: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 1

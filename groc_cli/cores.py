@@ -78,3 +78,17 @@ def bounded_threads(n: int, setting: str = "`threads`", cpus: int | None = None)
     log(f"warning: {setting} {n} is more than the {cpus} core{'s' if cpus != 1 else ''} this process may use; "
         f"using {cpus} (more threads than cores only wait on each other)")
     return cpus
+
+
+def omp_threads_problem(value: str | None) -> str | None:
+    """What is wrong with an OMP_NUM_THREADS value, as GNU OpenMP (torch's and FAISS's) reads it when
+    loaded: a count >= 1, or a comma-separated list of them for nested levels; None where it is
+    fine or not set. libgomp says only "Invalid value for environment variable OMP_NUM_THREADS" and
+    carries on with its own default."""
+    if value is None or not value.strip():
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    if all(p.isdigit() and int(p) >= 1 for p in parts):
+        return None
+    return (f"OMP_NUM_THREADS={value!r} is not a thread count: set it to a whole number >= 1 (e.g. "
+            "OMP_NUM_THREADS=1), or unset it")

@@ -9,6 +9,7 @@ command's flags. No library module spells a flag (tests/test_layers.py)."""
 import contextlib
 import errno
 import re
+import sys
 from typing import Iterator
 
 #: A setting named in a message: one word in backticks.
@@ -58,10 +59,34 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the process is so that it cleans up as after Ctrl-C (exit status 143)."""
 
 
+class OutOfMemory(GrocError):
+    """An allocation refused while reading or computing (a memory limit, `ulimit -v`, or the machine's
+    memory): never damage, and nothing to rebuild. The command line prints its documented one line."""
+
+    exit_code = 1
+
+    def __init__(self, reading=None):
+        self.reading = reading
+        super().__init__("out of memory" + (f" while reading {reading}" if reading is not None else "") +
+                         " (the process's memory limit, `ulimit -v`, or the machine's); use a smaller batch, chunk "
+                         "or model, or raise the limit")
+
+
 class DamagedInput(GrocError):
     """A file that an earlier stage wrote is missing, unreadable, foreign or inconsistent with the
     files beside it. The message names the file and the command that writes it again, because
-    repairing it by hand would only move the damage somewhere less visible."""
+    repairing it by hand would only move the damage somewhere less visible.
+
+    Raised while handling an allocation that failed (pyarrow's ArrowMemoryError is an ArrowException
+    too, torch's allocator error a RuntimeError, both caught where a file is read), it is an
+    OutOfMemory instead: a healthy file is never called damaged, nor its re-training advised, because
+    a memory limit was met while reading it."""
+
+    def __new__(cls, file=None, *args, **kwargs):
+        handled = sys.exc_info()[1]
+        if handled is not None and memory_in_chain(handled):
+            return OutOfMemory(file)
+        return super().__new__(cls)
 
     def __init__(self, file, problem: str, rebuild: str):
         super().__init__(f"{file} {problem}; {rebuild}")
@@ -78,6 +103,17 @@ class StdoutClosed(Exception):
     OSError, which typer would turn into exit status 1 before groc's own handler saw it."""
 
 
+def memory_in_chain(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised from or while handling, is ``out_of_memory``."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if out_of_memory(exc):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc`` is an allocation that failed: Python's MemoryError, or torch's RuntimeError
     for it ("DefaultCPUAllocator: can't allocate memory", CUDA's out of memory), which a
@@ -88,6 +124,9 @@ def out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
         return True
     text = str(exc)
+    if isinstance(exc, ImportError) and "failed to map segment" in text:  # a library's mapping refused by RLIMIT_AS
+        return True
     return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text.lower()
+                                              or "bad_alloc" in text or "DefaultCPUAllocator" in text
                                               or "cannot allocate memory" in text.lower()
                                               or "size calculation overflowed" in text)

@@ -35,9 +35,27 @@ def _figure(width: float, height: float):
     return fig
 
 
+#: The formats a figure is written in, by the file name's ending (matplotlib's Agg and vector backends);
+#: a name without one is PNG.
+FIGURE_FORMATS = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg", ".pdf": "pdf", ".svg": "svg"}
+
+
+def figure_format(path: Path) -> str:
+    """The format that ``path``'s ending names (PNG for none); an ending groc does not draw is refused,
+    before any work, where PNG bytes were written under it."""
+    suffix = Path(path).suffix.lower()
+    if not suffix:
+        return "png"
+    if suffix not in FIGURE_FORMATS:
+        raise GrocError(f"{path}: groc draws figures as PNG, JPEG, PDF or SVG, not {suffix}; give a file name ending "
+                        "in .png, .jpg, .pdf or .svg")
+    return FIGURE_FORMATS[suffix]
+
+
 def _save(fig, path: Path) -> None:
+    form = figure_format(path)
     with atomic_path(Path(path)) as tmp:
-        fig.savefig(tmp, format="png")  # the temporary name has no .png suffix to infer it from
+        fig.savefig(tmp, format=form)  # the temporary name has no suffix to infer it from
 
 
 def _number(value: Any) -> float:

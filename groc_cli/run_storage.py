@@ -28,7 +28,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .version import __version__
-from .artifacts import METADATA_KEY, _umask, atomic_dir, atomic_path, first_line, provenance, read_json, read_parquet, sha256_file, write_parquet
+from .artifacts import METADATA_KEY, _umask, atomic_dir, atomic_path, first_line, parse_json, provenance, read_json, read_parquet, sha256_file, write_parquet
 from .errors import DamagedInput, GrocError
 from .formats import RUN_FORMAT
 from .models import Lexicon, ModelConfig, build_model, output_layer_class
@@ -62,7 +62,7 @@ def read_lexicon(path: Path, rebuild: str) -> Lexicon:
     table = read_parquet(Path(path), _LEXICON_COLUMNS, rebuild)
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     try:
-        meta = json.loads(raw) if raw else {}
+        meta = parse_json(raw) if raw else {}
         arguments = meta.get("arguments") or {}
     except (ValueError, AttributeError):
         raise DamagedInput(path, "has provenance that is not a JSON object", rebuild) from None
@@ -113,7 +113,8 @@ def write_weights(model: torch.nn.Module, directory: Path, extra: dict[str, obje
     tensors = {names[0]: state[names[0]].to("cpu").contiguous() for names in _alias_groups(state)}
     # One metadata key: safetensors writes its metadata map in no fixed order, and the same
     # weights must give the same bytes (a run's config.json re-runs it bit for bit).
-    save_file(tensors, str(directory / "model.safetensors"), metadata={WEIGHTS_KEY: weights_metadata(model)})
+    save_file(tensors, str(directory / "model.safetensors"),
+              metadata={WEIGHTS_KEY: weights_metadata(model, tensors_checksum(tensors))})
     # safetensors creates the file private (0600); weights are an output like any other.
     os.chmod(directory / "model.safetensors", 0o666 & ~_umask())
     if extra is not None:
@@ -125,13 +126,30 @@ def write_weights(model: torch.nn.Module, directory: Path, extra: dict[str, obje
             handle.write(buffer.getbuffer())
 
 
-def weights_metadata(model: torch.nn.Module) -> str:
+def weights_metadata(model: torch.nn.Module, tensors_sha256: str | None = None) -> str:
     """What a weights file holds, as JSON in its safetensors metadata, so the file alone says what
     it is: the model's settings (config.json's "model"), its vocabulary's size and checksum (the
-    words themselves are the run's vocab.parquet) and the tool version."""
+    words themselves are the run's vocab.parquet), the tool version, and the checksum of the
+    tensors as written (``tensors_checksum``: names, dtypes, shapes and bytes), by which a read
+    tells that the file is the one the run wrote (a header edited to another dtype is not)."""
     words = list(model.vocab)
-    return json.dumps({"format": "groc-weights", "version": __version__, "model": model.config.to_dict(),
-                       "vocab_size": len(words), "vocab_sha256": vocab_checksum(words)}, sort_keys=True)
+    meta = {"format": "groc-weights", "version": __version__, "model": model.config.to_dict(),
+            "vocab_size": len(words), "vocab_sha256": vocab_checksum(words)}
+    if tensors_sha256 is not None:
+        meta["tensors_sha256"] = tensors_sha256
+    return json.dumps(meta, sort_keys=True)
+
+
+def tensors_checksum(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over each tensor in name order: its name, dtype, shape and bytes. The header's dtype
+    and shape are part of it, so a file whose header was changed (same bytes, read as another
+    dtype) no longer matches what its writer recorded."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().to("cpu").contiguous()
+        digest.update(f"{name}\0{str(t.dtype).removeprefix('torch.')}\0{list(t.shape)}\0".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().data)
+    return digest.hexdigest()
 
 
 def vocab_checksum(words: list[str]) -> str:
@@ -144,7 +162,7 @@ def read_weights_metadata(path: Path) -> dict:
     with safe_open(str(path), framework="pt") as handle:
         meta = handle.metadata() or {}
     try:
-        found = json.loads(meta[WEIGHTS_KEY]) if WEIGHTS_KEY in meta else {}
+        found = parse_json(meta[WEIGHTS_KEY]) if WEIGHTS_KEY in meta else {}
     except ValueError:
         found = None
     if not isinstance(found, dict):
@@ -182,6 +200,12 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
             state.update({n: stored[found] for n in names})
     unexpected = sorted(set(stored) - set(state))
     expected = model.state_dict()
+    retyped = next((f"{n} is {str(t.dtype).removeprefix('torch.')}, the model holds "
+                    f"{str(expected[n].dtype).removeprefix('torch.')}" for n, t in state.items()
+                    if n in expected and t.dtype != expected[n].dtype), None)
+    if retyped is not None:
+        # Read as if it were right, another dtype's bytes are other numbers (perplexity inf).
+        raise DamagedInput(path, f"declares another dtype than the run's model ({retyped})", retrain)
     resized = [f"{n}: {list(t.shape)} in the file, {list(expected[n].shape)} from config.json" for n, t in state.items()
                if t.shape != expected[n].shape]
     if missing or unexpected or resized:
@@ -191,6 +215,10 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
     nonfinite = next((n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())), None)
     if nonfinite is not None:
         raise DamagedInput(path, f"holds NaN or infinite values ({nonfinite})", retrain)
+    recorded_sum = recorded.get("tensors_sha256")
+    if recorded_sum is not None and recorded_sum != tensors_checksum(stored):
+        raise DamagedInput(path, "is not the file the run wrote (its tensors differ from the checksum its metadata "
+                           "records)", retrain)
     model.load_state_dict(state, strict=True)
 
 

@@ -20,7 +20,6 @@ the directories given are not followed. A directory that holds a
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Iterable
 
 from .formats import RUN_FORMAT
 from .errors import GrocError
+from .json_input import parse_json
 
 COLUMNS = ("run", "status", "kind", "stage", "parameters", "dataset", "epochs", "stop_reason", "best_valid_ppl",
            "test_ppl", "test_dataset", "test_vocab", "evals", "minutes", "groc_version")
@@ -77,7 +77,7 @@ def find(roots: Iterable[Path]) -> tuple[list[Path], list[Path]]:
 def _claims_run(path: Path) -> bool:
     """config.json of a run, or one too damaged to tell (then it is a row saying so)."""
     try:
-        data = json.loads(path.read_text())
+        data = parse_json(path.read_bytes())
     except (OSError, ValueError):
         return True
     return not isinstance(data, dict) or data.get("format") == RUN_FORMAT or "model" in data
@@ -85,8 +85,8 @@ def _claims_run(path: Path) -> bool:
 
 def _load(path: Path) -> dict | None:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = parse_json(path.read_bytes())
+    except (OSError, ValueError):  # parse_json's ValueError: also absurd nesting, a huge integer
         return None
     return data if isinstance(data, dict) else None
 

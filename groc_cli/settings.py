@@ -12,7 +12,6 @@ be ..."); the commands say the flag instead (`commands/_settings.py`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import types
 import typing
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import SettingError
+from .json_input import parse_json
 from .formats import RUN_FORMAT
 
 MISSING = dataclasses.MISSING
@@ -198,19 +198,26 @@ def read_config(path: Path) -> tuple[dict, bool]:
     a run's own config.json is one). Returns ({section or "": {name: value}}, whether the file is a
     run's config.json)."""
     path = Path(path)
+    kind = "TOML" if path.suffix == ".toml" else "JSON"
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
-        raise ValueError(f"config {path}: {exc.strerror or exc}") from None
+        raise ValueError(f"`config` {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"`config` {path} is not {kind} text: byte {exc.start} is not UTF-8 (a binary file?)") from None
     try:
         if path.suffix == ".toml":
             data = toml_loads(text)
         else:
-            data = json.loads(text)
+            data = parse_json(text)
+    except RecursionError:  # tomllib recurses into nested arrays and tables
+        raise ValueError(f"`config` {path} is not valid TOML (nested too deeply)") from None
     except ValueError as exc:
-        raise ValueError(f"config {path} is not valid {'TOML' if path.suffix == '.toml' else 'JSON'} ({exc})") from None
+        raise ValueError(f"`config` {path} is not valid {kind} ({exc})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"config {path} must hold a table of settings")
+        raise ValueError(f"`config` {path} must hold a table of settings")
     from_run = data.get("format") == RUN_FORMAT
     if from_run:  # a run's config.json: its settings are its sections
         data = {k: v for k, v in data.items() if isinstance(v, dict)}
@@ -284,7 +291,7 @@ def coerce(cls: type, name: str, value: Any) -> Any:
                 value = lowered == "true"
             else:
                 try:
-                    value = json.loads(value)
+                    value = parse_json(value)
                 except ValueError:
                     pass
     return _typed(hint, value)

@@ -49,6 +49,10 @@ class CacheContext:
     device: str = "cpu"  # where the model runs: "cpu" or "cuda"
     torch_device: str = "cpu"  # the same as a torch device ("cuda:1"), for a cache that computes there
     total: int = 0  # predictions in the stream, once known
+    #: SHA-256 of the weights whose hidden states the cache sees (the run's checkpoint, or the one a
+    #: dump records); None where not known. A trained index records it (``index_save``) and is
+    #: checked against it (``index_load``).
+    model_checksum: str | None = None
     #: Opens the dump's hidden states ([total, dim], memory-mapped); None without --states.
     stored_states: Callable[[], Any] | None = None
     log: Callable[[str], None] = lambda text: None

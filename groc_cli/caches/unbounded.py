@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 import os
 import re
@@ -57,7 +56,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..artifacts import atomic_path
+from ..artifacts import atomic_path, parse_json
 from ..console import strict_json
 from ..errors import SettingError, named
 from ..faiss_build import faiss_or_none, load_faiss
@@ -428,7 +427,36 @@ class UnboundedCache(ConfiguredCache):
         if s.datastore == "disk" and not ctx.has_states:
             raise SettingError("`datastore` disk reads the states from a dump: add `states` DIR "
                              "(written by 'groc dump RUN DATASET --split S -o DIR')")
+        if s.index_load:
+            cls._check_trained_on(Path(s.index_load), ctx)
         cls._empty_index(cls.resolved(s, ctx.dim, ctx.total)[0], ctx.dim, ctx.device)
+
+    @classmethod
+    def _check_trained_on(cls, path: Path, ctx: CacheContext) -> None:
+        """A trained index for other states (another model's, another hidden size), or one whose record
+        of them is missing or unreadable, refused before any work: its quantizer would place this
+        model's states in cells drawn for another's, silently worse neighbours."""
+        record = path.with_name(path.name + ".json")
+        again = "train one on this model's states with `index_save`"
+        try:
+            meta = parse_json(record.read_bytes())
+        except FileNotFoundError:
+            raise SettingError(f"`index_load` {path}: its record {record.name} beside it is missing, so the states it "
+                               f"was trained on cannot be checked; {again}") from None
+        except (OSError, ValueError) as exc:
+            raise SettingError(f"`index_load` {path}: its record {record} is not one groc writes ({exc}); "
+                               f"{again}") from None
+        states = meta.get("states") if isinstance(meta, dict) else None
+        if not isinstance(states, dict):
+            raise SettingError(f"`index_load` {path}: its record {record.name} does not say which states it was "
+                               f"trained on (written before groc recorded them); {again}")
+        if states.get("dim") != ctx.dim:
+            raise SettingError(f"`index_load` {path} was trained on {states.get('dim')}-dimensional states; this "
+                               f"model's are {ctx.dim}-dimensional: {again}")
+        if ctx.model_checksum is not None and states.get("model_checksum") != ctx.model_checksum:
+            raise SettingError(f"`index_load` {path} was trained on another model's states (weights "
+                               f"{str(states.get('model_checksum'))[:12]}, these are {ctx.model_checksum[:12]}); "
+                               f"{again}")
 
     @classmethod
     def resolved(cls, s: UnboundedSettings, dim: int, total: int) -> tuple[UnboundedSettings, str]:
@@ -440,7 +468,7 @@ class UnboundedCache(ConfiguredCache):
         if s.index_load:
             meta = Path(s.index_load).with_name(Path(s.index_load).name + ".json")
             try:
-                factory = json.loads(meta.read_text())["factory"]
+                factory = parse_json(meta.read_bytes())["factory"]
             except (OSError, ValueError, KeyError, TypeError):
                 raise SettingError(f"`index` auto takes the loaded index's factory string from {meta}, which is "
                                    "missing or unreadable: give `index` (the one `index_save` was given)") from None
@@ -526,7 +554,8 @@ class UnboundedCache(ConfiguredCache):
                     use_gpu="auto" if ctx.device == "cuda" else False, search=search, device=ctx.torch_device,
                     stored_states=ctx.stored_states() if s.datastore == "disk" else None)
         if s.index_save:
-            cache.save_trained(s.index_save)
+            cache.save_trained(s.index_save, states={"model_checksum": ctx.model_checksum, "dim": ctx.dim,
+                                                     "split": ctx.split})
             ctx.log(f"wrote the trained empty index to {s.index_save} (reuse it with `index_load`)")
         return cache
 
@@ -608,8 +637,10 @@ class UnboundedCache(ConfiguredCache):
                 pass
         self._store = store
 
-    def save_trained(self, path: str | os.PathLike) -> None:
-        """Write the trained, empty index to ``path`` (atomic) and provenance to ``path``.json."""
+    def save_trained(self, path: str | os.PathLike, states: dict | None = None) -> None:
+        """Write the trained, empty index to ``path`` (atomic) and provenance to ``path``.json:
+        ``states`` says which states it was trained on (the weights' checksum, their dimension, the
+        split), which ``groc eval`` checks when it loads the index."""
         path = Path(path)
         index = faiss.clone_index(self._index)
         index.reset()  # keep the quantizers, drop the stored codes (if any are on the CPU)
@@ -621,6 +652,8 @@ class UnboundedCache(ConfiguredCache):
             "faiss_version": faiss.__version__,
             "training": self.train_info,
         }
+        if states is not None:
+            meta["states"] = {**states, "count": self.train_info.get("num_vectors")}
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path.with_name(path.name + ".json")) as tmp:
             tmp.write_text(strict_json(meta, indent=2) + "\n")
@@ -635,7 +668,13 @@ class UnboundedCache(ConfiguredCache):
         if not path.is_file():
             raise ValueError(f"trained index {str(path)!r} does not exist")
         meta_path = path.with_name(path.name + ".json")
-        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        try:
+            meta = parse_json(meta_path.read_bytes()) if meta_path.is_file() else {}
+        except ValueError as exc:
+            raise ValueError(f"trained index {str(path)!r}: its record {meta_path.name} is not JSON groc wrote "
+                             f"({exc})") from None
+        if not isinstance(meta, dict):
+            raise ValueError(f"trained index {str(path)!r}: its record {meta_path.name} is not a JSON object")
         if meta and (meta.get("factory") != self.factory or meta.get("dim") != self.dim):
             raise ValueError(
                 f"trained index {str(path)!r} is {meta.get('factory')!r} for dim "

@@ -37,7 +37,7 @@ def compare_command(
     b: Path = typer.Argument(..., metavar="B", help="Per-token Parquet of the run B compared with it, on the same dataset and split."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the bins table as Parquet "
                                           "(bin, lo, hi, words, types, median_diff, mean_diff, ppl_a, ppl_b)."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Draw the median difference per bin as a PNG bar chart "
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Draw the median difference per bin as a bar chart: PNG, or JPEG, PDF or SVG by the file's ending "
                                         "(needs matplotlib: pip install 'groc-cli\\[plots]')."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --output or --plot file."),
     json_out: bool = RECORD_JSON,

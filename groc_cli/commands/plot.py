@@ -56,7 +56,7 @@ def _names(runs: list[Path]) -> list[str]:
 
 def plot_command(
     runs: list[Path] = typer.Argument(..., metavar="RUN...", help="Run directories from 'groc train' or 'groc finetune'."),
-    output: Path = typer.Option(..., "-o", "--output", help="The PNG file to write."),
+    output: Path = typer.Option(..., "-o", "--output", help="The figure to write: PNG, or JPEG, PDF or SVG by its ending (.jpg, .pdf, .svg)."),
     smooth: int = typer.Option(50, "--smooth", min=1, help="Steps in the moving average of the training loss."),
     title: str = typer.Option("", "--title", help="A title above the two panels."),
     force: bool = typer.Option(False, "--force", help="Replace an existing -o file."),
@@ -66,8 +66,9 @@ def plot_command(
     if len(set(map(Path.resolve, runs))) != len(runs):
         raise GrocError("a run is named twice; give each run once")
     with claim_output(output, force, "-o", "file", inputs=tuple(runs)):
-        from ..plots import require_matplotlib, training_curves
+        from ..plots import figure_format, require_matplotlib, training_curves
 
+        figure_format(output)
         require_matplotlib()
         curves = {name: read_curves(run) for name, run in zip(_names(runs), runs)}
         training_curves(curves, output, smooth=smooth, title=title)

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..artifacts import atomic_path, claim_output, output_kind, provenance, read_metadata, write_parquet
+from ..artifacts import atomic_path, claim_output, first_line, output_kind, provenance, read_metadata, write_parquet
 from ..console import err, log
 from ..errors import GrocError, SettingError
 from ..settings import check_fields, setting
@@ -124,23 +124,88 @@ def load_per_token(path: Path, column: str, with_freq: bool) -> PerToken:
         raise GrocError(f"per-token file {path} is a {output_kind(path)}; give a file written by "
                         "'groc eval ... --per-token FILE'")
     try:
-        meta = read_metadata(path)
-        names = set(pq.read_schema(path).names)
+        schema = pq.read_schema(path)
     except (pa.ArrowInvalid, OSError, ValueError) as exc:
         raise GrocError(f"{path} is not a Parquet file ({exc}); give files written by 'groc eval --per-token'") from None
+    try:
+        meta = read_metadata(path)
+    except (pa.ArrowInvalid, OSError, ValueError) as exc:
+        raise GrocError(f"{path} has provenance metadata that groc cannot read ({first_line(exc)}); give files "
+                        "written by 'groc eval --per-token'") from None
     wanted = ["position", "word", COLUMNS[column]] + (["train_freq"] if with_freq else [])
-    missing = [c for c in wanted if c not in names]
+    missing = [c for c in wanted if c not in schema.names]
     if missing or meta.get("stage") != "eval":
         what = f"lacks column(s) {', '.join(missing)}" if missing else "has no 'groc eval' provenance"
         raise GrocError(f"{path} {what}: give files written by 'groc eval --per-token'")
-    table = pq.read_table(path, columns=wanted)
-    return PerToken(
+    for name in wanted:
+        kind, accepts = _COLUMN_TYPES[name.split("_")[-1] if name.endswith("_logp") else name]
+        if not accepts(schema.field(name).type):
+            raise GrocError(f"{path}: column {name!r} is {schema.field(name).type}, not {kind}; give files written "
+                            "by 'groc eval --per-token'")
+    try:
+        table = pq.read_table(path, columns=wanted)
+    except (pa.ArrowException, OSError) as exc:
+        raise GrocError(f"{path} is damaged ({first_line(exc)}); give files written by 'groc eval --per-token'") from None
+    loaded = PerToken(
         path=path, meta=meta,
-        positions=table["position"].to_numpy(),
-        words=table["word"].combine_chunks(),
-        freq=table["train_freq"].to_numpy() if with_freq else None,
-        logp=table[COLUMNS[column]].to_numpy(),
+        positions=_values(path, table, "position"),
+        words=_text(table["word"]),
+        freq=_values(path, table, "train_freq") if with_freq else None,
+        logp=_values(path, table, COLUMNS[column]),
     )
+    _check_values(loaded, COLUMNS[column])
+    return loaded
+
+
+def _text(column: pa.ChunkedArray) -> pa.Array:
+    """The words as one plain string array, whichever text type the file stores them with."""
+    words = column.combine_chunks()
+    return words if words.type == pa.string() else words.cast(pa.string())
+
+
+def _is_text(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+#: Each column compare reads, the type 'groc eval --per-token' writes it with (a narrower integer or
+#: float32, as the committed records under docs/records keep them, is the same kind).
+_COLUMN_TYPES = {"position": ("an integer", pa.types.is_integer), "word": ("text", _is_text),
+                 "train_freq": ("an integer", pa.types.is_integer), "logp": ("a floating-point number", pa.types.is_floating)}
+
+
+def _values(path: Path, table: pa.Table, name: str) -> np.ndarray:
+    """The column as numbers; a missing value (null) is refused, naming the file and the column."""
+    col = table[name]
+    if col.null_count:
+        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise GrocError(f"{path}: column {name!r} has a missing value (null) at row {row}; give files written by "
+                        "'groc eval --per-token'")
+    return col.to_numpy()
+
+
+#: A log-probability above this is not one: log p <= 0, less the rounding of a softmax near p = 1.
+LOGP_SLACK = 1e-6
+
+
+def _check_values(p: PerToken, logp_column: str) -> None:
+    """Values no evaluation writes: a NaN, infinite or positive log-probability (a probability that
+    is none, or above 1), a negative training frequency or position. Refused, naming the file, the
+    column and the first row, before they turn into a median of NaN or a traceback."""
+    with np.errstate(invalid="ignore"):
+        bad_logp = ~np.isfinite(p.logp) | (p.logp > LOGP_SLACK)
+    checks = [(logp_column, bad_logp, "log-probabilities must be finite and <= 0"),
+              ("position", p.positions < 0, "positions are >= 0")]
+    if p.freq is not None:
+        checks.append(("train_freq", p.freq < 0, "training frequencies are >= 0"))
+    for name, bad, rule in checks:
+        rows = np.flatnonzero(bad)
+        if len(rows):
+            i = int(rows[0])
+            value = {"position": p.positions, "train_freq": p.freq}.get(name, p.logp)[i].item()
+            raise GrocError(f"{p.path}: column {name!r} holds {value!r} at row {i} ({len(rows):,} such rows; {rule}); "
+                            "give files written by 'groc eval --per-token'")
 
 
 def check_aligned(a: PerToken, b: PerToken) -> None:
@@ -326,8 +391,9 @@ def run_compare(settings: CompareSettings, path_a: Path, path_b: Path, output: P
             if path is not None:
                 outputs.enter_context(claim_output(path, force, flag, what, inputs=(path_a, path_b)))
         if plot is not None:
-            from ..plots import require_matplotlib
+            from ..plots import figure_format, require_matplotlib
 
+            figure_format(plot)
             require_matplotlib()
 
         result = compare(path_a, path_b, edges, column=column, freq_from=freq_from, words=settings.words)

@@ -136,8 +136,9 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
             outputs.enter_context(claim_output(Path(path), force, flag, what, inputs))
     lexicon = load_lexicon(s.lexicon, kind)
     device = resolve_device(s.device)
+    model_checksum = run.model_checksum(s.checkpoint) if states is None else states.meta["model_checksum"]
     setup = CacheSetup(s, CacheContext(dim=run.model_config.emb, split=s.split, has_states=states is not None,
-                                       device=device.type, torch_device=str(device),
+                                       device=device.type, torch_device=str(device), model_checksum=model_checksum,
                                        stored_states=states.hidden if states is not None else None, log=log))
     if states is not None:
         states.check(run, dataset, s.split, s.checkpoint)
@@ -149,10 +150,8 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
     if states is None:
         model = load_model(run, s.checkpoint, device, vocab, lexicon)
         chunks = model_chunks(model, vocab, device, s.chunk)
-        model_checksum = run.model_checksum(s.checkpoint)
     else:
         chunks = states.chunks(vocab, s.chunk)
-        model_checksum = states.meta["model_checksum"]
     log(f"evaluating {kind} model on {s.split}: {total:,} predictions, {s.vocab} vocabulary of {vocab.size:,} words"
         f"{f', {s.cache} cache' if s.cache != 'none' else ''}")
 

@@ -72,7 +72,9 @@ def test_index_load_of_an_inner_product_index_is_refused(runs, states, tmp_path)
     index = faiss.index_factory(16, "IVF4,Flat", faiss.METRIC_INNER_PRODUCT)
     index.train(np.random.default_rng(0).standard_normal((400, 16)).astype(np.float32))
     faiss.write_index(index, str(path))
-    path.with_name("ip.faiss.json").write_text(json.dumps({"factory": "IVF4,Flat", "dim": 16}))
+    model = json.loads((states / "meta.json").read_text())["model_checksum"]  # trained on these states, as recorded
+    path.with_name("ip.faiss.json").write_text(json.dumps({"factory": "IVF4,Flat", "dim": 16,
+                                                           "states": {"dim": 16, "model_checksum": model}}))
     with pytest.raises(GrocError, match="inner product") as info:
         one(runs, states, cache="unbounded", index="IVF4,Flat", knn=8, index_load=str(path))
     assert str(info.value).startswith("cache unbounded: trained index") and "\n" not in str(info.value)
@@ -156,3 +158,27 @@ def test_bad_search_settings_fail_in_one_line_before_any_work(runs, states, no_w
     with pytest.raises(GrocError, match=message) as info:
         evaluate(runs / "tied", runs / "a", EvalSettings(device="cpu", split="valid", **kw), states_dir=states)
     assert "\n" not in str(info.value)
+
+
+def test_index_load_of_an_index_trained_on_another_models_states_is_refused(runs, states, tmp_path, monkeypatch):
+    """The record beside a saved index names the weights whose states trained it: another model's
+    index (or one without that record) loaded silently before (issue 91)."""
+    path = tmp_path / "flat.faiss"
+    one(runs, states, cache="unbounded", index="Flat", knn=8, index_save=str(path))
+    record = json.loads(path.with_name("flat.faiss.json").read_text())
+    assert record["states"]["model_checksum"] == json.loads((states / "meta.json").read_text())["model_checksum"]
+    assert record["states"]["dim"] == 16
+    monkeypatch.setattr(perplexity, "CachedStream", lambda *a, **k: pytest.fail("the error came after the work began"))
+    for change, message in ((lambda r: r["states"].update(model_checksum="0" * 64), "another model's states"),
+                            (lambda r: r["states"].update(dim=32), "32-dimensional"),
+                            (lambda r: r.pop("states"), "does not say which states"),
+                            (lambda r: None, "is missing")):
+        edited = json.loads(json.dumps(record))
+        change(edited)
+        if message == "is missing":
+            path.with_name("flat.faiss.json").unlink()
+        else:
+            path.with_name("flat.faiss.json").write_text(json.dumps(edited))
+        with pytest.raises(GrocError, match=message) as info:
+            one(runs, states, cache="unbounded", index="Flat", knn=8, index_load=str(path))
+        assert str(info.value).startswith(f"index_load {path}") and "\n" not in str(info.value)
