@@ -20,6 +20,7 @@ the directories given are not followed. A directory that holds a
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
