@@ -141,6 +141,22 @@ def test_a_run_interrupted_in_its_first_epoch_keeps_what_it_trained(work, tmp_pa
     assert f"step {step + 1}/".encode() in resumed.stderr and f"step {step}/".encode() not in resumed.stderr
 
 
+def test_a_killed_train_force_leaves_its_pid_and_the_next_writer_reclaims_it(work, tmp_path):
+    """train --force trains aside; SIGKILL cleans nothing up, so the aside copy (gigabytes for a large
+    model) carries the killed writer's pid, and the next writer of the run removes it."""
+    run = tmp_path / "run"
+    run_groc("train", work / "data", "-o", run, *TINY, "--max-tokens", "200", check=True)
+    proc = start("train", work / "data", "-o", run, "--force", *TINY, *ENDLESS)
+    wait_for(lambda: any(tmp_path.glob(".run.incomplete-*/config.json")), "the run trained aside", proc)
+    proc.kill()
+    proc.wait()
+    left = [name for name in leftovers(tmp_path) if ".incomplete-" in name]
+    assert len(left) == 1 and left[0].startswith(f".run.incomplete-{proc.pid}-"), left
+    assert (run / "summary.json").exists()  # the old run is untouched
+    run_groc("train", work / "data", "-o", run, "--force", *TINY, "--max-tokens", "200", check=True)
+    assert leftovers(tmp_path) == []
+
+
 # Ctrl-C lands at the first training step inside what cannot raise it: code compiled from a string
 # (torch builds dataclasses while it imports at the first step), or a callback whose exceptions
 # Python ignores (importlib's module locks have one).

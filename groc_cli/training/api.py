@@ -16,8 +16,8 @@ import torch
 import torch.distributed as dist
 
 from ..version import __version__
-from ..artifacts import (check_destination, first_line, disk_full, output_lock, quota_exceeded, replace_path, sha256_file,
-                         special_kind, write_json)
+from ..artifacts import (check_destination, first_line, disk_full, output_lock, quota_exceeded, reclaim_incomplete,
+                         replace_path, sha256_file, special_kind, write_json)
 from ..console import log
 from ..environment import environment
 from ..errors import DamagedInput, GrocError, as_setting_error
@@ -328,8 +328,11 @@ def run_output(run_dir: Path, resume: bool, force: bool, rank: int, inputs: tupl
         check_new_run_dir(run_dir, force, rank, inputs)
     aside = not resume and run_dir.exists() and not empty
     created = not resume and not aside
+    if run_dir.parent.is_dir():
+        reclaim_incomplete(run_dir)  # what a killed writer of this run left beside it (it may be gigabytes)
     if aside:
-        target = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.incomplete-", dir=run_dir.parent))
+        # The pid in the name, as every output's: a later writer reclaims it if this process is killed.
+        target = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.incomplete-{os.getpid()}-", dir=run_dir.parent))
     else:
         target = run_dir
         target.mkdir(exist_ok=resume or empty)
