@@ -31,7 +31,7 @@ from .errors import GrocError
 from .json_input import parse_json
 
 COLUMNS = ("run", "status", "kind", "stage", "parameters", "dataset", "epochs", "stop_reason", "best_valid_ppl",
-           "test_ppl", "test_dataset", "test_vocab", "evals", "minutes", "groc_version")
+           "test_ppl", "test_dataset", "test_vocab", "minutes", "groc_version", "evals")  # evals, the widest, last
 #: Where ``groc eval`` records each evaluation of a run, inside the run (``record_evaluation``).
 EVALS_DIR = "evals"
 #: Directories not searched (hidden ones too: a --force replacement trains in .NAME.incomplete-*).

@@ -40,7 +40,7 @@ cache, on the run's own dataset where there is one; evals: every evaluation of t
 vocab, cache, perplexity). Evaluations are those 'groc eval' keeps inside each run (RUN/evals/), a record's
 own, and 'groc eval' JSON files saved under the same directories (a relative run path is tried from here,
 then from the JSON's directory and those above it); each counts only while the checkpoint it scored is
-unchanged. minutes (of training; so far, for a run not done), groc_version. Columns: """ + ", ".join(COLUMNS) + "."
+unchanged. minutes (of training; so far, for a run not done), groc_version; evals last, the widest. Columns: """ + ", ".join(COLUMNS) + "."
 
 
 def runs(
