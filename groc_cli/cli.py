@@ -5,9 +5,28 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import resource
 import sys
 
-import typer
+
+def _torch_first_under_a_memory_limit() -> None:
+    """Under an address-space limit (`ulimit -v`), load torch before anything else. Its import cannot fail
+    gracefully: a static initialiser that the limit refuses throws std::bad_alloc and aborts the process
+    (status 134, no message), while every later library's failure is an exception groc turns into its one
+    out-of-memory line. Loaded first, torch needs what `python -c "import torch"` needs, so any limit at
+    which that works lets groc report what does not fit. Without a limit nothing changes: commands that
+    never use torch (tokenize, prepare) do not load it."""
+    if resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY:
+        return
+    try:
+        import torch  # noqa: F401
+    except (ImportError, MemoryError, OSError, RuntimeError):
+        pass  # the import where groc needs torch fails again, inside groc's handling
+
+
+_torch_first_under_a_memory_limit()
+
+import typer  # noqa: E402
 
 try:  # typer >= 0.20 vendors click as typer._click
     from typer._click import exceptions as click_exceptions
@@ -184,17 +203,31 @@ def _disk_full(exc: OSError) -> str:
     return f"groc: error: {what} writing {where}{free}; free some space or choose another path"
 
 
+_memory_ran_out = False  # set by _main's out-of-memory branches
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run groc; the exit status (130 after Ctrl-C, 143 after SIGTERM, whenever it arrives)."""
+    global _memory_ran_out
+    _memory_ran_out = False
     try:
-        return _main(argv)
+        status = _main(argv)
     except KeyboardInterrupt as exc:  # one that arrived while another exception was being handled
-        return _interrupted(exc)
+        status = _interrupted(exc)
     finally:
         interrupts.uninstall()
+    if _memory_ran_out and argv is None:
+        # groc's own process (the `groc` script, python -m groc_cli): after an allocation the limit refused,
+        # native libraries' half-started thread pools can crash the interpreter's teardown (a segfault after
+        # the one-line error); everything groc writes is closed by now, so leave without the teardown.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 def _main(argv: list[str] | None) -> int:
+    global _memory_ran_out
     command = _GROUP
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or os.environ.get("GROC_DEBUG") == "1"
@@ -236,6 +269,7 @@ def _main(argv: list[str] | None) -> int:
     except OutOfMemory as exc:
         if debug:
             raise
+        _memory_ran_out = True
         print(_out_of_memory(exc.reading), file=sys.stderr)
         return OutOfMemory.exit_code
     except GrocError as exc:
@@ -250,6 +284,7 @@ def _main(argv: list[str] | None) -> int:
         if debug or not (memory or isinstance(exc, OSError)):
             raise
         if memory:
+            _memory_ran_out = True
             print(_out_of_memory(), file=sys.stderr)
         elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
             print(_disk_full(exc), file=sys.stderr)

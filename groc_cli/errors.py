@@ -126,7 +126,22 @@ def out_of_memory(exc: BaseException) -> bool:
     text = str(exc)
     if isinstance(exc, ImportError) and "failed to map segment" in text:  # a library's mapping refused by RLIMIT_AS
         return True
+    # A thread whose stack the limit refuses: pyarrow's reader pool ("Failed to launch worker thread: Resource
+    # temporarily unavailable", an ArrowException), Python's own ("can't start new thread").
+    if "Failed to launch worker thread" in text or "can't start new thread" in text:
+        return True
+    # oneDNN's kernels (torch's LSTM on the CPU) say only this when their workspace is refused; it has other
+    # causes too, so it counts as memory only under an address-space limit (`ulimit -v`).
+    if isinstance(exc, RuntimeError) and "could not create a primitive" in text and _address_space_limited():
+        return True
     return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text.lower()
                                               or "bad_alloc" in text or "DefaultCPUAllocator" in text
                                               or "cannot allocate memory" in text.lower()
                                               or "size calculation overflowed" in text)
+
+
+def _address_space_limited() -> bool:
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+

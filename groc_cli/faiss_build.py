@@ -56,14 +56,6 @@ def _reinstall(distribution: str) -> str:
     return f"pip install --force-reinstall --no-deps {distribution}=={version(distribution)}"
 
 
-def faiss_or_none():
-    """The faiss module when it is usable, else None (``load_faiss`` then says why)."""
-    try:
-        return load_faiss()
-    except FaissUnavailable:
-        return None
-
-
 def describe() -> str:
     """One line: FAISS's version, CPU or GPU build, and the pip distributions that hold it, e.g.
     'FAISS 1.15.1, CPU build: faiss-cpu'; 'no FAISS ...' with the fix when none is installed.

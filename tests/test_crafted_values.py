@@ -148,3 +148,41 @@ def test_a_trainer_state_with_fields_of_other_types(work, change):
     err = one_line(run_groc(*RESUME, cwd=work))
     assert "trainer.pt" in err and "cannot resume" in err
     assert sorted(p.name for p in (work / "run").iterdir()) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["score", "generate"])
+def test_a_memory_limit_anywhere_in_score_and_generate_is_one_line_never_damage(trained, tmp_path, stage):
+    """Under address-space limits from the one at which torch loads up (each at which groc starts), `score` and
+    `generate` said a healthy run's vocabulary "is damaged" and advised re-training it (pyarrow's worker threads
+    could not start), then died of SIGSEGV (139), or aborted on std::bad_alloc (134). Each limit now gives the
+    result, or the one out-of-memory line and status 1."""
+    import subprocess
+    import sys
+
+    args = {"score": ["score", trained / "run", "-"], "generate": ["generate", trained / "run", "she was", "--seed", "1",
+                                                                    "--max-tokens", "5"]}[stage]
+    # From the address space at which torch itself has loaded (below it, torch's import aborts before groc runs).
+    code = "import torch\nprint(next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmPeak')))"
+    base = int(subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, env=run_env()).stdout) * 1024
+    seen = set()
+    for extra_mb in range(0, 481, 40):
+        limit = base + (extra_mb << 20)
+
+        def limited():
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        starts = subprocess.run([sys.executable, "-m", "groc_cli", "--version"], capture_output=True,
+                                preexec_fn=limited, env=run_env(), timeout=120)
+        if starts.returncode != 0:  # too little for Python to load groc itself: nothing groc can say
+            continue
+        r = subprocess.run([sys.executable, "-m", "groc_cli", *map(str, args)], input=b"she was here .\n",
+                           capture_output=True, preexec_fn=limited, env=run_env(), timeout=120)
+        err = r.stderr.decode()
+        assert "damaged" not in err and "Traceback" not in err and "--force" not in err, (extra_mb, err)
+        if r.returncode == 0:
+            seen.add("result")
+            continue
+        assert r.returncode == 1 and len(err.splitlines()) == 1 and "out of memory" in err, (extra_mb, r.returncode, err)
+        seen.add("out of memory")
+    assert seen == {"result", "out of memory"}  # the sweep crossed the limit at which the stage fits

@@ -59,14 +59,23 @@ import torch
 from ..artifacts import atomic_path, parse_json
 from ..console import strict_json
 from ..errors import SettingError, named
-from ..faiss_build import faiss_or_none, load_faiss
+from ..faiss_build import load_faiss
 from ..settings import setting
 from .base import check_chunk
 from .knn_torch import TorchExactSearch
 from .registry import CacheContext, ConfiguredCache, register_cache
 
-# None without a usable FAISS: groc eval's other caches run; this one refuses in its checks (load_faiss).
-faiss = faiss_or_none()
+class _Faiss:
+    """The faiss module, imported where the unbounded cache first uses it. `groc score` and `generate` import
+    this module (every cache registers) but never search, and FAISS's native library, loaded under an
+    address-space limit (`ulimit -v`), can end the process by SIGSEGV before groc can say anything. Without a
+    usable FAISS, groc eval's other caches run; this one refuses in its checks (``load_faiss``)."""
+
+    def __getattr__(self, name: str):
+        return getattr(load_faiss(), name)
+
+
+faiss = _Faiss()
 
 KERNELS = ("gaussian", "epanechnikov")
 #: Where the exact refinement stage finds each state (--datastore).
