@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM as exceptions, raised where Python can take them.
 
 `handler` raises KeyboardInterrupt (`Terminated` for SIGTERM) in the main thread, so that a stage
-unwinds and removes what it half wrote. Two places cannot take that exception:
+unwinds and removes what it half wrote. Three places cannot take that exception:
 
 - code compiled from a string (a dataclass's generated ``__init__``, a namedtuple: torch builds
   them while it imports lazily at a run's first step). An interrupt raised through it makes CPython
@@ -9,9 +9,13 @@ unwinds and removes what it half wrote. Two places cannot take that exception:
   to the parent, not 130;
 - a callback whose exceptions Python ignores (a weakref callback, ``__del__``; importlib's module
   locks have one): it printed "Exception ignored" and the work went on, so Ctrl-C during an import
-  was lost and training ran to its end.
+  was lost and training ran to its end;
+- a module being imported (its code runs under importlib's frames): torch's extensions call back into
+  Python while they load (pybind11), and the exception, thrown on through C++ where nothing catches
+  it, ended the process by std::terminate (status 134, "pybind11::error_already_set") or surfaced
+  as a RecursionError.
 
-In the first the handler does not raise, and in the second the exception was swallowed; either
+In the first and third the handler does not raise, and in the second the exception was swallowed; either
 way the signal is sent to the main thread again a moment later (`_LATER` seconds), until it
 lands where it can be raised. The received signals are kept for the exit status (`received`)."""
 
@@ -137,14 +141,15 @@ def _exception(signum: int) -> BaseException:
 
 def _where(frame) -> str:
     """Where the interrupted code runs: "main", within groc's main, which catches the exception;
-    "string", under exec or eval of a string (its file is "<string>") within main (a `python -c`
-    that calls main is outside it); "outside": main has returned or is returning its exit status,
-    so there is nothing left to unwind."""
+    "string", under exec or eval of a string (its file is "<string>") or under an import (importlib's
+    frozen frames) within main (a `python -c` that calls main is outside it); "outside": main has
+    returned or is returning its exit status, so there is nothing left to unwind."""
     string = False
     while frame is not None:
         if frame.f_code is _catcher:
             return "string" if string else "main"
-        string = string or frame.f_code.co_filename == "<string>"
+        name = frame.f_code.co_filename
+        string = string or name == "<string>" or name.startswith("<frozen importlib")
         frame = frame.f_back
     return "outside"
 
