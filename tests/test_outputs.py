@@ -280,9 +280,10 @@ def test_a_reader_of_stderr_that_goes_away_stops_the_stage_as_sigpipe_would(work
         return subprocess.run(["bash", "-c", f"set -o pipefail; {command} 2>&1 | head -n 3"], capture_output=True,
                               text=True, env=run_env(), preexec_fn=default_signals)
 
-    r = piped(tmp_path / "early")  # before the first checkpoint: nothing to resume, as after Ctrl-C
+    r = piped(tmp_path / "early")  # before the first checkpoint: as after Ctrl-C, the steps trained are kept
     assert r.returncode == 141 and len(r.stdout.splitlines()) == 3, (r.returncode, r.stdout, r.stderr)
-    assert not (tmp_path / "early").exists()
+    assert (tmp_path / "early" / "last" / "model.safetensors").is_file()
+    run_groc("train", work / "data", "-o", tmp_path / "early", "--resume", "--max-epochs", "1", check=True)
     r = piped(tmp_path / "later", "--checkpoint-every", "1")  # a checkpoint is kept and resumes
     assert r.returncode == 141
     assert (tmp_path / "later" / "last" / "model.safetensors").is_file()
