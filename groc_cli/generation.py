@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Iterator
 
 import torch
 
-from .settings import SEED_MAX, check_fields, setting
+from .settings import SEED_MAX, check_fields, same_as, setting
+from .text.tokenizer import TextInput, check_text_input
 
 
 @dataclass
@@ -49,6 +51,24 @@ class GenerateSettings:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class GenerateInput:
+    """What ``groc generate`` reads besides its run: the words samples are drawn from (GroC: any
+    word list, with a lexicon covering it) and how its prompts are read (``TextInput``'s settings)."""
+
+    vocab: str | None = setting(None, "GroC: draw from these words instead of the run's own: a word list (one word a "
+                                "line, optional count), a dataset directory (its vocabulary), or 'model'. The output layer "
+                                "composes a row for each, including words the run never saw.", metavar="FILE|DATASET|model")
+    lexicon: Path | None = setting(None, "GroC: lexicon table from 'groc lexicon' covering `vocab`'s words (default: "
+                                   "the run's own).")
+    tokenize: bool = same_as(TextInput, "tokenize", help="Moses-tokenize each prompt first (raw text).")
+    lower: bool = same_as(TextInput, "lower")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check_text_input(self, "tokenized prompts are read as they are")
 
 
 @dataclass

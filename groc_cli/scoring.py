@@ -15,7 +15,8 @@ from typing import Iterable, Iterator
 from .console import strict_json
 from .evaluation.settings import EvalSettings
 from .errors import SettingError
-from .settings import check_fields, setting
+from .settings import check_fields, same_as, setting
+from .text.tokenizer import TextInput, check_text_input, text_lines
 
 
 #: Layouts of ``groc score``'s output: its own TSV, or KenLM query's (``kenlm_rows``).
@@ -27,9 +28,8 @@ class ScoreSettings:
     """How ``groc score`` reads its lines and writes their scores; the command-line options are
     generated from these fields (the cache's from ``EvalSettings`` and the cache registry)."""
 
-    tokenize: bool = setting(False, "Moses-tokenize each line first (raw text); by default lines are already tokenized "
-                             "(split on whitespace).", negation=False)
-    lower: bool = setting(False, "With `tokenize`: lowercase, as 'groc tokenize --lower'.", negation=False)
+    tokenize: bool = same_as(TextInput, "tokenize")
+    lower: bool = same_as(TextInput, "lower")
     vocab: str = setting("union", "union: open vocabulary, as 'eval `vocab` union' (GroC composes unseen words; table "
                          "models give them a uniform share of 0.01), over the model's words plus the line's new words. "
                          "model: closed vocabulary, unseen words scored as <unk>.", choices=("model", "union"))
@@ -49,8 +49,7 @@ class ScoreSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.lower and not self.tokenize:
-            raise SettingError("`lower` applies with `tokenize` only (tokenized input is scored as it is)")
+        check_text_input(self, "tokenized input is scored as it is")
         if self.layout == "kenlm" and self.as_json:
             raise SettingError("`as_json` and `layout` kenlm are two layouts of the same scores; pick one")
 
@@ -61,12 +60,7 @@ def run_score(settings: ScoreSettings, run, lines: Iterable[str], cache: str = "
     ``LoadedRun``): a TSV header, then one line per input line as it is scored (one JSON object
     per line with ``as_json``). ``cache`` and its settings as ``LoadedRun.score_stream``'s, which
     checks them here (SettingError naming the setting), before any line is read."""
-    if settings.tokenize:
-        from .text.tokenizer import TokenizeOptions, tokenize_line
-
-        options = TokenizeOptions(lower=settings.lower)
-        lines = (tokenize_line(line, options) for line in lines)
-    scores = run.score_stream((line.split() for line in lines), reset=settings.reset_per_line, cache=cache,
+    scores = run.score_stream((line.split() for line in text_lines(lines, settings)), reset=settings.reset_per_line, cache=cache,
                               cache_weight=cache_weight, **cache_settings)
     if settings.layout == "kenlm":
         from .text.dataset import UNK

@@ -29,7 +29,7 @@ def setting(default: Any = MISSING, help: str = "", *, flag: str | None = None, 
             negation: bool | str = True, choices: tuple | None = None, low: float | None = None, high: float | None = None,
             low_open: bool = False, high_open: bool = False, parse: Callable[[str], Any] | None = None,
             default_factory: Callable[[], Any] | None = None, cli: bool = True,
-            check: Callable[[Any], Any] | None = None) -> Any:
+            check: Callable[[Any], Any] | None = None, metavar: str | None = None) -> Any:
     """A dataclass field with what the command line and validation need to know about it.
 
     flag: the option's name (default: two dashes, then the field name with dashes); short: a
@@ -39,19 +39,22 @@ def setting(default: Any = MISSING, help: str = "", *, flag: str | None = None, 
     (`*_open`: strict); parse: turns the option's text into the value (e.g. "2k,7k" into
     [2000, 7000]); cli False: settable from a config file only; check: takes a value that is
     not None and returns it as the field keeps it (JSON's lists back into tuples), or raises
-    ValueError("must be ...") without the name, which `check_fields` puts first."""
+    ValueError("must be ...") without the name, which `check_fields` puts first; metavar: what
+    the option's help shows for its value (a word list, a directory or 'model')."""
     meta = {"help": help, "flag": flag, "short": short, "negation": negation, "choices": choices, "low": low, "high": high,
-            "low_open": low_open, "high_open": high_open, "parse": parse, "cli": cli, "check": check}
+            "low_open": low_open, "high_open": high_open, "parse": parse, "cli": cli, "check": check, "metavar": metavar}
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata={"groc": meta})
     return dataclasses.field(default=default, metadata={"groc": meta})
 
 
-def same_as(cls: type, name: str) -> Any:
+def same_as(cls: type, name: str, help: str | None = None) -> Any:
     """The setting ``name`` declared by ``cls``, for another stage's settings that mean the same
-    thing: a field with its default, help and bounds, declared once (dump's chunk is eval's)."""
+    thing: a field with its default, help and bounds, declared once (dump's chunk is eval's);
+    ``help`` says what it means for that stage instead (generate's prompts for score's lines)."""
     f = next(f for f in dataclasses.fields(cls) if f.name == name)
-    return dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+    metadata = f.metadata if help is None else {"groc": {**meta(f), "help": help}}
+    return dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=metadata)
 
 
 def meta(f: dataclasses.Field) -> dict:
@@ -151,7 +154,8 @@ def check_type(name: str, value: Any, hint: Any) -> None:
 def all_fields(cls: type) -> list[dataclasses.Field]:
     """The settings (fields declared with `setting`) of ``cls``, or, for a class whose settings are
     spread over several (``settings_classes()``: ModelConfig's kinds, EvalSettings' caches), of
-    each of those once; a name two of them declare differently is a TypeError."""
+    each of those once (in the order of ``cls.in_order`` where it has one: EvalSettings' caches after
+    its cache weight); a name two of them declare differently is a TypeError."""
     classes = cls.settings_classes() if hasattr(cls, "settings_classes") else [cls]
     seen: dict[str, dataclasses.Field] = {}
     for c in classes:
@@ -162,7 +166,7 @@ def all_fields(cls: type) -> list[dataclasses.Field]:
             if first is not f and (default_of(first), meta(first)) != (default_of(f), meta(f)):
                 raise TypeError(f"{c.__name__} declares the setting {f.name!r} again; declare it once, in a "
                                 "mixin that the classes sharing it inherit")
-    return list(seen.values())
+    return cls.in_order(list(seen.values())) if hasattr(cls, "in_order") else list(seen.values())
 
 
 def cli_fields(cls: type) -> list[dataclasses.Field]:

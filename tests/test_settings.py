@@ -12,70 +12,29 @@ import pytest
 
 from groc_cli.cli import command as click_command
 from groc_cli.commands import SUMMARIES
-from groc_cli.commands import _settings as S
-from groc_cli.commands.finetune import finetune
-from groc_cli.commands.train import train
 from groc_cli.models import ModelConfig
-from groc_cli.settings import cli_fields, default_of, flag_of, toml_loads
+from groc_cli.settings import default_of, toml_loads
 from groc_cli.training.loop import TrainConfig
 from tests.conftest import REPO, run_groc
 
 TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 
 
-@pytest.mark.parametrize("command,classes,changed", [(train, (ModelConfig, TrainConfig), {}),
-                                                     (finetune, (TrainConfig,), {"max_epochs": 3})])
-def test_every_option_is_its_field(command, classes, changed):
-    click = click_command(command.__name__)
-    options = {p.name: p for p in click.params}
-    for cls in classes:
-        for f in cli_fields(cls):
-            option = options[f.name]
-            assert flag_of(f) in option.opts
-            default = changed.get(f.name, default_of(f))
-            shown = ",".join(map(str, default)) if isinstance(default, list) else default
-            assert option.default == shown, f.name
+# Every stage's options are its settings' fields (flag, default, help, choices) and no command function names
+# one: tests/test_stages.py, for train, finetune, dump and every other stage.
 
 
-def test_options_come_from_the_dataclasses_only():
-    # No command file restates a setting's default: train.py and finetune.py name no field as a parameter.
-    for name in ("train", "finetune"):
-        tree = ast.parse((REPO / "groc_cli" / "commands" / f"{name}.py").read_text())
-        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-        params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
-        fields = {f.name for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)}
-        assert params & fields == set()
-
-
-def test_dump_options_are_dump_settings_fields():
-    """groc dump's options are DumpSettings' fields (flag, default, help, choices; --split required),
-    its command file names none of them, and its --chunk and --device are eval's, declared once."""
-    from rich.markup import escape
-
-    from groc_cli.commands._settings import help_text
+def test_dump_takes_evals_chunk_and_device():
+    """groc dump's settings, in their options' order; its --chunk and --device are eval's, declared once."""
     from groc_cli.evaluation.settings import EvalSettings
     from groc_cli.evaluation.states import DumpSettings
-    from groc_cli.settings import meta
 
-    options = {p.name: p for p in click_command("dump").params}
-    for f in dataclasses.fields(DumpSettings):
-        option, m = options[f.name], meta(f)
-        assert option.opts == [flag_of(f)], f.name
-        choices = f" One of: {', '.join(m['choices'])}." if m["choices"] else ""
-        assert option.help == escape(help_text(m["help"])) + choices, f.name
-        if f.default is dataclasses.MISSING:
-            assert option.required, f.name
-        else:
-            assert not option.required and option.default == default_of(f), f.name
     assert [f.name for f in dataclasses.fields(DumpSettings)] == ["split", "vocab", "dtype", "checkpoint", "chunk",
                                                                   "device", "lexicon"]
     evals = {f.name: f for f in dataclasses.fields(EvalSettings)}
     for name in ("chunk", "device"):
         f = next(f for f in dataclasses.fields(DumpSettings) if f.name == name)
         assert (f.default, f.metadata) == (evals[name].default, evals[name].metadata)
-    tree = ast.parse((REPO / "groc_cli" / "commands" / "dump.py").read_text())
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "dump")
-    assert {a.arg for a in fn.args.args + fn.args.kwonlyargs} & {f.name for f in dataclasses.fields(DumpSettings)} == set()
 
 
 @pytest.mark.parametrize("args,message", [(["--vocab", "all"], "--vocab must be one of model, union, got 'all'"),

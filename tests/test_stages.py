@@ -13,15 +13,15 @@ from groc_cli.cli import command as click_command
 from groc_cli.commands import SUMMARIES
 from groc_cli.commands._settings import help_text
 from groc_cli.evaluation.compare import CompareSettings
-from groc_cli.evaluation.settings import EvalSettings, option_help
+from groc_cli.evaluation.settings import EvalSettings, cache_setting_names, line_cache_kinds, option_help
 from groc_cli.evaluation.states import DumpSettings
-from groc_cli.generation import GenerateSettings
+from groc_cli.generation import GenerateInput, GenerateSettings
 from groc_cli.lexicon.extract import LexiconSettings
 from groc_cli.models import ModelConfig
 from groc_cli.scoring import ScoreSettings
 from groc_cli.settings import cli_fields, default_of, flag_of, help_of, meta
 from groc_cli.text.prepare import PrepareSettings
-from groc_cli.text.tokenizer import TokenizeSettings
+from groc_cli.text.tokenizer import TextInput, TokenizeSettings
 from groc_cli.training.loop import TrainConfig
 from tests.conftest import REPO
 
@@ -37,11 +37,21 @@ STAGES = {
     "finetune": ("finetune", (TrainConfig,), {"max_epochs": 3},
                  {"max_epochs": "Epochs on the target domain (paper 5.1: 3)."}),
     "dump": ("dump", (DumpSettings,), {"split": ...}, {}),
-    "eval": ("eval_command", (EvalSettings,), {}, option_help()),
-    "score": ("score", (ScoreSettings,), {}, {}),
-    "generate": ("generate", (GenerateSettings,), {}, {}),
+    "eval": ("eval_command", (EvalSettings,), {"split": None, "vocab": None}, option_help()),
+    "score": ("score", (ScoreSettings, EvalSettings), {}, {"cache": None}),
+    "generate": ("generate", (GenerateInput, GenerateSettings), {}, {}),
     "compare": ("compare_command", (CompareSettings,), {}, {}),
 }
+#: The settings a stage offers of a class it takes only some of from (score: eval's cache, its weight and the
+#: settings of the caches that score lines as they come); a help of None above: the command's own (score's
+#: --cache lists those caches).
+ONLY = {"score": {EvalSettings: {"cache", "cache_weight", *cache_setting_names(line_cache_kinds()[1:])}}}
+
+
+def offered(name: str) -> list[tuple[type, dataclasses.Field]]:
+    """Each setting stage ``name`` offers as an option, with its class."""
+    only = ONLY.get(name, {})
+    return [(cls, f) for cls in STAGES[name][1] for f in cli_fields(cls) if cls not in only or f.name in only[cls]]
 #: Stages whose settings class is on its way: one line each, moved to STAGES when it lands.
 PENDING: dict[str, str] = {}
 #: Commands that are not stages, and why they have no settings class.
@@ -71,34 +81,66 @@ def test_every_option_of_a_stage_is_its_field(name):
         pytest.skip(PENDING[name])
     _, classes, defaults, helps = STAGES[name]
     options = {p.name: p for p in click_command(name).params}
-    for cls in classes:
-        for f in cli_fields(cls):
-            option = options.get(f.name)
-            assert option is not None, f"groc {name} has no option for the setting {f.name}"
-            m = meta(f)
-            assert flag_of(f) in option.opts, (name, f.name, option.opts)
-            if m["short"]:
-                assert m["short"] in option.opts, (name, f.name, option.opts)
-            if isinstance(m["negation"], str) and option.is_flag:
-                assert f"--{m['negation']}" in option.secondary_opts, (name, f.name, option.secondary_opts)
-            default = defaults.get(f.name, default_of(f))
-            if default is ...:  # a command's required option (dump's --split)
-                assert option.required, (name, f.name)
-            else:
-                assert option.default == _shown(f, default), (name, f.name)
-            choices = f" One of: {', '.join(m['choices'])}." if m["choices"] and m["parse"] is None else ""
-            help = help_text(helps.get(f.name, help_of(cls, f)))  # settings it names in backticks as flags
-            assert option.help in (escape(help) + choices, escape(help)), (name, f.name, option.help)
+    for cls, f in offered(name):
+        option = options.get(f.name)
+        assert option is not None, f"groc {name} has no option for the setting {f.name}"
+        m = meta(f)
+        assert flag_of(f) in option.opts, (name, f.name, option.opts)
+        if m["short"]:
+            assert m["short"] in option.opts, (name, f.name, option.opts)
+        if isinstance(m["negation"], str) and option.is_flag:
+            assert f"--{m['negation']}" in option.secondary_opts, (name, f.name, option.secondary_opts)
+        default = defaults.get(f.name, default_of(f))
+        if default is ...:  # a command's required option (dump's --split)
+            assert option.required, (name, f.name)
+        else:
+            assert option.default == _shown(f, default), (name, f.name)
+        choices = f" One of: {', '.join(m['choices'])}." if m["choices"] and m["parse"] is None else ""
+        if helps.get(f.name, "") is None:  # the command's own help (score's --cache)
+            continue
+        help = help_text(helps.get(f.name, help_of(cls, f)))  # settings it names in backticks as flags
+        assert option.help in (escape(help) + choices, escape(help)), (name, f.name, option.help)
+        assert option.metavar == m["metavar"], (name, f.name, option.metavar)
+
+
+def _function(name: str) -> ast.FunctionDef:
+    """The command function of stage ``name``, as its source declares it."""
+    tree = ast.parse((REPO / "groc_cli" / "commands" / f"{name}.py").read_text())
+    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == STAGES[name][0])
 
 
 @pytest.mark.parametrize("name", STAGES)
-def test_no_command_declares_a_setting_by_hand(name):
-    """The command function names no setting of its stage as a parameter: its options are generated."""
-    function, classes, _, _ = STAGES[name]
-    tree = ast.parse((REPO / "groc_cli" / "commands" / f"{name}.py").read_text())
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
-    params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
-    assert params & {f.name for cls in classes for f in cli_fields(cls)} == set(), name
+def test_every_option_of_a_stage_is_a_setting_or_its_function_s_own(name):
+    """The options of a stage are its settings' (generated) and the parameters its command function
+    declares (inputs, outputs, presentation), each once: no command function declares a setting's
+    option by hand, and no option is built anywhere else (a layout tuple, a second list of options)."""
+    fn = _function(name)
+    own = {a.arg for a in fn.args.args + fn.args.kwonlyargs} - {"ctx"}
+    settings = [f.name for _, f in offered(name)]
+    options = [p.name for p in click_command(name).params if p.name != "help"]
+    assert len(settings) == len(set(settings)) and own.isdisjoint(settings), name
+    assert sorted(options) == sorted(own | set(settings)), name
+
+
+def test_score_and_generate_read_text_with_the_same_settings():
+    """--tokenize and --lower are declared once (TextInput) and checked once, for score's lines and
+    generate's prompts alike."""
+    for cls in (ScoreSettings, GenerateInput):
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for f in dataclasses.fields(TextInput):
+            assert default_of(fields[f.name]) == default_of(f), (cls, f.name)
+            assert {**meta(fields[f.name]), "help": ""} == {**meta(f), "help": ""}, (cls, f.name)
+        with pytest.raises(ValueError, match="^lower applies with tokenize only"):
+            cls(lower=True)
+
+
+def test_no_command_function_is_over_30_lines():
+    """A command function parses, calls its stage and prints; anything longer belongs in the library
+    or in a helper beside it (its body, docstring included, counted)."""
+    for name in STAGES:
+        fn = _function(name)
+        length = fn.end_lineno - fn.body[0].lineno + 1
+        assert length <= 30, f"{name}.py: {fn.name} is {length} lines"
 
 
 @pytest.mark.parametrize("cls_path,values,message", [

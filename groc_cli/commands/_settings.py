@@ -18,16 +18,22 @@ from ..errors import SETTING_NAME, GrocError, SettingError
 
 
 def with_settings(*classes: type, defaults: dict | None = None, helps: dict | None = None, skip: tuple = (),
-                  after: str | None = None):
+                  after: str | None = None, only: dict | None = None):
     """Decorate a command function: one typer option per command-line field of each class, after
     the function's own parameters (or after its parameter ``after``, its input and output paths,
     for --help to list the settings before --force and --json); the command receives them as
     keyword arguments. `defaults` and `helps` replace a field's default or help for this command
-    (finetune's 3 epochs)."""
-    defaults, helps = defaults or {}, helps or {}
+    (finetune's 3 epochs); `only` ({class: names}) offers some of a class's settings (score's of
+    eval's: the caches that score lines). An own option declared with ``placed_after`` is listed
+    after that setting's option (eval's --grid-out after --grid).
+
+    Returns a new function (the decorated one is left as it is): a command whose options depend on
+    a registry (eval's caches) is decorated when it is registered, and a command with settings in
+    two places in its --help stacks two decorators (generate's)."""
+    defaults, helps, only = defaults or {}, helps or {}, only or {}
 
     def decorate(fn):
-        signature = inspect.signature(fn)
+        signature = inspect.signature(fn, eval_str=True)
         own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
         # The flags a help may name, known without importing every settings class (prepare's
         # --help, which loads no torch): the command's own options', then its fields'.
@@ -38,22 +44,50 @@ def with_settings(*classes: type, defaults: dict | None = None, helps: dict | No
         for cls in classes:
             hints = S.hints(cls)
             for f in S.cli_fields(cls):
-                if f.name in skip:
+                if f.name in skip or (cls in only and f.name not in only[cls]):
                     continue
                 generated.append(_parameter(f, hints[f.name], defaults.get(f.name, S.default_of(f)),
                                             helps.get(f.name, S.help_of(cls, f)), names))
         at = len(own) if after is None else [p.name for p in own].index(after) + 1
         rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]
-        fn.__signature__ = signature.replace(parameters=own[:at] + generated + rest)
-        fn.__annotations__ = {**fn.__annotations__, **{p.name: p.annotation for p in generated}}
-        return fn
+        parameters = own[:at] + _placed(generated, rest)
+
+        @functools.wraps(fn)
+        def command(*args, **kwargs):
+            return fn(*args, **kwargs)
+
+        command.__signature__ = signature.replace(parameters=parameters)
+        command.__annotations__ = {p.name: p.annotation for p in parameters}
+        return command
 
     return decorate
 
 
-def option_parameter(f: dataclasses.Field, hint: Any, help: str | None = None) -> inspect.Parameter:
-    """The command-line option of one setting, with its own default and help (or ``help``)."""
-    return _parameter(f, hint, S.default_of(f), S.meta(f)["help"] if help is None else help)
+def placed_after(setting: str, option: Any) -> Any:
+    """A command's own ``option``, listed in --help right after the option of ``setting`` (one of
+    the settings ``with_settings`` generates), not with the command's other own options."""
+    option.placed_after = setting
+    return option
+
+
+def _placed(generated: list[inspect.Parameter], rest: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    """The generated options, each followed by the own options placed after it, then the other own options."""
+    placed = [p for p in rest if getattr(p.default, "placed_after", None)]
+    missing = {p.default.placed_after for p in placed} - {p.name for p in generated}
+    if missing:
+        raise TypeError(f"an option is placed after {sorted(missing)[0]!r}, which is not a setting of this command")
+    ordered = []
+    for p in generated:
+        ordered += [p, *(q for q in placed if q.default.placed_after == p.name)]
+    return ordered + [p for p in rest if p not in placed]
+
+
+def settings_of(ctx, cls: type, values: dict) -> Any:
+    """``cls`` built from the values of its options among ``values`` (a command's generated
+    options), its checks' messages naming flags."""
+    names = {f.name for f in S.all_fields(cls)}
+    with setting_errors(ctx):
+        return cls(**{name: value for name, value in values.items() if name in names})
 
 
 def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str, names: dict | None = None) -> inspect.Parameter:
@@ -71,36 +105,12 @@ def _parameter(f: dataclasses.Field, hint: Any, default: Any, help: str, names: 
     else:
         annotation = hint
         choices = f" One of: {', '.join(m['choices'])}." if m["choices"] else ""
-        option = typer.Option(default, flag, *_short(m), help=help + choices)
+        option = typer.Option(default, flag, *_short(m), help=help + choices, metavar=m.get("metavar"))
     return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
 
 
 def _short(m: dict) -> tuple[str, ...]:
     return (m["short"],) if m.get("short") else ()
-
-
-def cache_parameters(kinds) -> list[inspect.Parameter]:
-    """The options of the settings of the registered caches ``kinds``, each setting once in the
-    registry's order (``caches.setting_fields``): a command that runs caches offers their options
-    without naming one."""
-    from ..caches import CACHE_KINDS, setting_fields
-
-    offered = {f.name for kind in kinds for f in dataclasses.fields(CACHE_KINDS[kind].Settings)}
-    return [option_parameter(f, S.hints(owner)[f.name]) for f, owner in setting_fields()
-            if f.name in offered and S.meta(f).get("cli", True)]
-
-
-def command_function(fn, parameters: list[inspect.Parameter]):
-    """``fn`` called with keyword arguments, whose options are ``parameters`` (generated when the
-    command is registered, so that they include what registries hold then)."""
-
-    def run(**kwargs) -> None:
-        fn(**kwargs)
-
-    run.__signature__ = inspect.Signature([p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters])
-    run.__annotations__ = {p.name: p.annotation for p in parameters}
-    run.__doc__ = fn.__doc__
-    return run
 
 
 def flags(ctx) -> dict[str, str]:

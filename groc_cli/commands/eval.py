@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import inspect
 from pathlib import Path
 from typing import Optional
 
@@ -14,13 +12,11 @@ from ..artifacts import claim_output
 from ..console import emit_json
 from ..errors import GrocError
 from ..runtime import set_threads
-from ..caches import CACHE_KINDS
 from ..evaluation.grid import parse_grid
 from ..evaluation.perplexity import EvalSettings, evaluate
 from ..evaluation.settings import option_help
-from ..settings import hints, meta
 from ._inputs import RECORD_JSON, THREADS, VERIFY
-from ._settings import cache_parameters, command_function, option_parameter, resolve, setting_errors
+from . import _settings as S
 from . import SUMMARIES
 
 EPILOG = """[bold]Examples[/bold]
@@ -63,18 +59,17 @@ def eval_command(
                                                     "--config file's)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Settings from a JSON or TOML file (e.g. cache = "
                                           "\"local\", theta = 0.5); flags and KEY=VALUE arguments override it."),
-    split: Optional[str] = typer.Option(None, "--split", help="Split to evaluate: train, valid or test (default: test, "
-                                        "or the split of --states)."),
-    vocab: Optional[str] = typer.Option(None, "--vocab", help="model: closed vocabulary, unknown words -> <unk> (default, "
-                                        "or that of --states). union: the model's vocabulary plus every type of the split (paper 5.1)."),
-    grid_out: Optional[Path] = typer.Option(None, "--grid-out", help="With --grid: write the table (one row per setting, "
-                                            "best marked) as Parquet."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="With --grid of one or two settings: draw the perplexity of "
-                                        "each combination as a PNG heatmap, best outlined (needs matplotlib)."),
-    per_token: Optional[Path] = typer.Option(None, "--per-token", help="Write one Parquet row per prediction: position, word, in_train, "
-                                             "train_freq, model_logp, final_logp (natural log)."),
-    states: Optional[Path] = typer.Option(None, "--states", help="Read hidden states and model log-probs from a 'groc dump' directory "
-                                          "instead of running the model (refused if its model or dataset checksum differs)."),
+    grid_out: Optional[Path] = S.placed_after("grid", typer.Option(None, "--grid-out", help="With --grid: write the table "
+                                              "(one row per setting, best marked) as Parquet.")),
+    plot: Optional[Path] = S.placed_after("grid", typer.Option(None, "--plot", help="With --grid of one or two settings: "
+                                          "draw the perplexity of each combination as a PNG heatmap, best outlined (needs "
+                                          "matplotlib).")),
+    per_token: Optional[Path] = S.placed_after("lexicon", typer.Option(None, "--per-token", help="Write one Parquet row "
+                                               "per prediction: position, word, in_train, train_freq, model_logp, "
+                                               "final_logp (natural log).")),
+    states: Optional[Path] = S.placed_after("lexicon", typer.Option(None, "--states", help="Read hidden states and model "
+                                            "log-probs from a 'groc dump' directory instead of running the model "
+                                            "(refused if its model or dataset checksum differs).")),
     force: bool = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out, --plot or --index-save file."),
     verify: bool = VERIFY,
     threads: str = THREADS,
@@ -82,14 +77,14 @@ def eval_command(
     **options,
 ) -> None:
     """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
-    with setting_errors(ctx, GrocError):  # the library's errors name settings: say their flags
+    with S.setting_errors(ctx, GrocError):  # the library's errors name settings: say their flags
         if per_token is not None and str(per_token) == "-":
             raise GrocError("--per-token -: the per-token table is Parquet, written to a file (stdout has eval's JSON "
                             "record); give a path, e.g. --per-token test.parquet")
         set_threads(threads)
-        given = {name: value for name, value in (("split", split), ("vocab", vocab)) if value}
         origin: dict[str, str] = {}
-        settings = resolve(ctx, {"eval": EvalSettings}, {**given, **options}, config, overrides, origin=origin)["eval"]
+        given = {name: value for name, value in options.items() if value or name not in FROM_STATES}
+        settings = S.resolve(ctx, {"eval": EvalSettings}, given, config, overrides, origin=origin)["eval"]
         cache, grid = settings.cache, settings.grid
         with contextlib.ExitStack() as outputs:
             axes = _plot_axes(plot, grid, cache)
@@ -98,42 +93,33 @@ def eval_command(
             result = evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
                               vocab_given="vocab" in origin, split_given="split" in origin, grid_out=grid_out, verify=verify)
             if plot is not None:
-                from ..plots import heatmap
-
-                rows = [{**row, "cache": cache} for row in result["grid"]]
-                heatmap(rows, axes[0], axes[1], "perplexity", plot,
-                        title=f"{Path(run_dir).name} on {result.get('split', settings.split)}: perplexity, {cache} cache")
-                result["plot"] = str(plot)
+                _draw(result, settings, cache, axes, plot, run_dir)
         if grid is None:
             _record(result, run_dir)
         if json_out:
             emit_json(result)
 
 
-#: The options in --help order: eval_command's own parameters and EvalSettings' command-line
-#: settings by name; ... stands for the registered caches' settings (caches.setting_fields()).
-LAYOUT = ("ctx", "run_dir", "dataset", "overrides", "config", "split", "vocab", "uniform_weight", "downweight_new", "cache", "cache_weight", ...,
-          "grid", "grid_out", "plot", "lexicon", "per_token", "states", "checkpoint", "chunk", "device", "force",
-          "verify", "threads", "json_out")
+#: The settings whose options default to nothing: their default is the --states directory's, else the field's.
+FROM_STATES = ("split", "vocab")
 
 
 def command():
-    """eval_command with one option per setting (EvalSettings' and each registered cache's),
-    generated from their declarations when the command is registered."""
-    own = {name: p for name, p in inspect.signature(eval_command, eval_str=True).parameters.items()
-           if p.kind is not inspect.Parameter.VAR_KEYWORD}
-    helps = option_help()
-    general = {f.name: option_parameter(f, hints(EvalSettings)[f.name], helps.get(f.name))
-               for f in dataclasses.fields(EvalSettings) if meta(f).get("cli")}  # its own; the caches' below
-    caches = cache_parameters(CACHE_KINDS)
-    clash = sorted({p.name for p in caches} & ({*own, *general} | {f.name for f in dataclasses.fields(EvalSettings)}))
-    if clash:
-        raise TypeError(f"a cache's setting {clash[0]!r} is also a groc eval setting; rename it")
-    assert {*own, *general} == set(LAYOUT) - {...}, "LAYOUT names every option of groc eval once"
-    parameters = []
-    for name in LAYOUT:
-        parameters += caches if name is ... else [own[name] if name in own else general[name]]
-    return command_function(eval_command, parameters)
+    """eval_command with one option per setting (EvalSettings' and each registered cache's), generated
+    from their declarations when the command is registered; --cache's and --grid's help list the
+    registered caches (``option_help``)."""
+    return S.with_settings(EvalSettings, defaults=dict.fromkeys(FROM_STATES), helps=option_help(),
+                           after="config")(eval_command)
+
+
+def _draw(result: dict, settings: EvalSettings, cache: str, axes: tuple[str, str], plot: Path, run_dir: Path) -> None:
+    """--plot: the grid's perplexities as a heatmap (``cache``: the one the grid varies)."""
+    from ..plots import heatmap
+
+    rows = [{**row, "cache": cache} for row in result["grid"]]
+    heatmap(rows, axes[0], axes[1], "perplexity", plot,
+            title=f"{Path(run_dir).name} on {result.get('split', settings.split)}: perplexity, {cache} cache")
+    result["plot"] = str(plot)
 
 
 def _record(result: dict, run_dir: Path) -> None:

@@ -11,7 +11,7 @@ import typer
 
 from ..console import write_stdout
 from ..errors import GrocError, SettingError
-from ..generation import GenerateSettings
+from ..generation import GenerateInput, GenerateSettings
 from . import SUMMARIES
 from . import _settings as S
 from ._inputs import THREADS, UTF8_ERRORS, Checkpoint, Utf8Errors, checkpoint_option
@@ -39,6 +39,7 @@ samples may emit; --no-unk never draws it.
 
 
 @S.with_settings(GenerateSettings)
+@S.with_settings(GenerateInput, after="input")
 def generate(
     ctx: typer.Context,
     run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
@@ -46,14 +47,6 @@ def generate(
                                            "start from nothing, or read --input."),
     input: Optional[str] = typer.Option(None, "--input", metavar="FILE|-", help="Prompts, one a line ('-': stdin); "
                                         "each line gets --num-samples samples."),
-    vocab: Optional[str] = typer.Option(None, "--vocab", metavar="FILE|DATASET|model", help="GroC: draw from these "
-                                        "words instead of the run's own: a word list (one word a line, optional count), "
-                                        "a dataset directory (its vocabulary), or 'model'. The output layer composes a row "
-                                        "for each, including words the run never saw."),
-    lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="GroC: lexicon table from 'groc lexicon' covering "
-                                           "--vocab's words (default: the run's own)."),
-    tokenize: bool = typer.Option(False, "--tokenize", help="Moses-tokenize each prompt first (raw text)."),
-    lower: bool = typer.Option(False, "--lower", help="With --tokenize: lowercase, as 'groc tokenize --lower'."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per sample, with each word's log-probability."),
     checkpoint: Checkpoint = checkpoint_option(),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N."),
@@ -65,45 +58,50 @@ def generate(
     with S.setting_errors(ctx, GrocError):  # the library's errors name settings: say their flags
         if prompt is not None and input is not None:
             raise GrocError("give a prompt or --input, not both")
-        if lower and not tokenize:
-            raise GrocError("--lower applies with --tokenize only (tokenized prompts are read as they are)")
-        with S.setting_errors(ctx):
-            GenerateSettings(**settings)  # every setting checked before the run is loaded
-        if vocab is not None and vocab != "model" and not Path(vocab).exists():
-            raise GrocError(f"--vocab {vocab}: no such file or directory (a word list, a dataset directory, or 'model')")
+        reading, drawing = S.settings_of(ctx, GenerateInput, settings), S.settings_of(ctx, GenerateSettings, settings)
+        if reading.vocab is not None and reading.vocab != "model" and not Path(reading.vocab).exists():
+            raise GrocError(f"--vocab {reading.vocab}: no such file or directory (a word list, a dataset directory, or "
+                            "'model')")
         from ..api import load_run
         from ..runtime import set_threads
         from ..text.io import open_input
-        from ..text.tokenizer import TokenizeOptions, decode_lines, tokenize_line
 
         set_threads(threads)
         stream = open_input(input, "--input") if input is not None else None
         with S.setting_errors(ctx, SettingError):
-            run = load_run(run_dir, checkpoint=checkpoint.value, device=device, lexicon=lexicon)
-            run.generation_vocab(vocab)  # refused (a table model, an empty list) before any prompt is read
-        with contextlib.ExitStack() as stack:
-            if stream is None:
-                prompts = iter([prompt or ""])
-            else:
-                stack.enter_context(contextlib.closing(stream))
-                prompts = decode_lines(stream, errors=errors.value, name="stdin" if input == "-" else input)
-            if tokenize:
-                options = TokenizeOptions(lower=lower)
-                # tokenize_line returns the line's tokens joined by spaces: a string, not a list to join.
-                prompts = (tokenize_line(line, options) for line in prompts)
-            prompts = _not_empty(prompts, input)
-            with S.setting_errors(ctx, SettingError):
-                started = False
-                for sample, word in run.generate_stream(prompts, vocab, **settings):
-                    if as_json:
-                        if word is None:
-                            write_stdout(json.dumps(sample.as_dict()) + "\n", flush=True)
-                    elif word is None:
-                        write_stdout("\n", flush=True)
-                        started = False
-                    else:  # a word as soon as it is drawn
-                        write_stdout((" " if started else "") + word, flush=True)
-                        started = True
+            run = load_run(run_dir, checkpoint=checkpoint.value, device=device, lexicon=reading.lexicon)
+            run.generation_vocab(reading.vocab)  # refused (a table model, an empty list) before any prompt is read
+        with contextlib.ExitStack() as stack, S.setting_errors(ctx, SettingError):
+            prompts = _prompts(stack, stream, prompt, input, errors, reading)
+            _write(run.generate_stream(prompts, reading.vocab, **drawing.as_dict()), as_json)
+
+
+def _prompts(stack: contextlib.ExitStack, stream, prompt: Optional[str], input: Optional[str], errors: Utf8Errors,
+             reading: GenerateInput):
+    """The prompts as the samples read them: ``prompt`` (none: one from nothing), or the lines of
+    ``stream``, --input's (closed by ``stack``), tokenized as ``reading`` says."""
+    from ..text.tokenizer import decode_lines, text_lines
+
+    if stream is None:
+        return text_lines(iter([prompt or ""]), reading)
+    stack.enter_context(contextlib.closing(stream))
+    return _not_empty(text_lines(decode_lines(stream, errors=errors.value, name="stdin" if input == "-" else input),
+                                 reading), input)
+
+
+def _write(samples, as_json: bool) -> None:
+    """Each sample on stdout as it is drawn: its words as they come, or (``as_json``) its JSON object when it ends."""
+    started = False
+    for sample, word in samples:
+        if as_json:
+            if word is None:
+                write_stdout(json.dumps(sample.as_dict()) + "\n", flush=True)
+        elif word is None:
+            write_stdout("\n", flush=True)
+            started = False
+        else:  # a word as soon as it is drawn
+            write_stdout((" " if started else "") + word, flush=True)
+            started = True
 
 
 def _not_empty(prompts, name):

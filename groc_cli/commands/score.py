@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import inspect
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ..console import write_stdout
-from ..evaluation.settings import EvalSettings, line_cache_kinds
+from ..evaluation.settings import EvalSettings, cache_setting_names, line_cache_kinds
 from ..errors import SettingError
 from ..scoring import ScoreSettings, run_score
-from ..settings import cli_fields, hints
+from ..settings import cli_fields
 from . import SUMMARIES
+from . import _settings as S
 from ._inputs import THREADS, UTF8_ERRORS, Checkpoint, Utf8Errors, checkpoint_option
-from ._settings import cache_parameters, command_function, option_parameter, resolve, setting_errors
-
-
-def _declared(cls: type, name: str):
-    """The option of a setting `groc eval` declares (its default and help written there only)."""
-    f = next(f for f in dataclasses.fields(cls) if f.name == name)
-    return option_parameter(f, hints(cls)[name]).default
 
 
 EPILOG = """[bold]Examples[/bold]
@@ -52,8 +44,6 @@ def score(
     ctx: typer.Context,
     run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
     input: Optional[str] = typer.Argument(None, metavar="[FILE|-]", help="Text, one sentence a line; '-' or nothing reads stdin."),
-    cache: str = typer.Option("none", "--cache"),  # its help lists the caches registered (``command``)
-    cache_weight: float = _declared(EvalSettings, "cache_weight"),
     checkpoint: Checkpoint = checkpoint_option(),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N (lines are scored one at a time)."),
     errors: Utf8Errors = UTF8_ERRORS,
@@ -61,12 +51,10 @@ def score(
     **options,
 ) -> None:
     """Log-probability, token count and perplexity of each line; every line ends with a scored <eos>."""
-    own = {f.name for f in cli_fields(ScoreSettings)}
-    with setting_errors(ctx):
-        settings = ScoreSettings(**{k: v for k, v in options.items() if k in own})
-    cache_settings = {k: v for k, v in options.items() if k not in own}
+    settings = S.settings_of(ctx, ScoreSettings, options)
+    cache_settings = {k: v for k, v in options.items() if k not in {f.name for f in cli_fields(ScoreSettings)}}
     # As 'groc eval' builds its settings: a cache's setting given with another --cache is refused, not dropped.
-    resolve(ctx, {"eval": EvalSettings}, {"cache": cache, "cache_weight": cache_weight, **cache_settings}, None, None)
+    S.resolve(ctx, {"eval": EvalSettings}, cache_settings, None, None)
     from ..api import load_run
     from ..runtime import set_threads
     from ..text.io import open_input
@@ -76,29 +64,23 @@ def score(
     stream = open_input(input, "FILE")
     model = load_run(run_dir, checkpoint=checkpoint.value, device=device, vocab=settings.vocab)
     lines = decode_lines(stream, errors=errors.value, name="stdin" if input in (None, "-") else input)
-    with setting_errors(ctx, SettingError):  # the cache's settings, checked before any line is read
-        rows = run_score(settings, model, lines, cache=cache, cache_weight=cache_weight, **cache_settings)
+    with S.setting_errors(ctx, SettingError):  # the cache's settings, checked before any line is read
+        rows = run_score(settings, model, lines, **cache_settings)
     with contextlib.closing(stream):
         for row in rows:
             write_stdout(row + "\n", flush=True)
 
 
 def command():
-    """score with an option per setting of the caches it offers (``line_cache_kinds``: the
-    registered ones that score lines as they come), after --cache-weight, and --cache's help
-    naming them; generated when the command is registered, as eval's."""
-    own = [p for p in inspect.signature(score, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
-    hint = hints(ScoreSettings)
-    settings = [option_parameter(f, hint[f.name]) for f in cli_fields(ScoreSettings)]
-    at = [p.name for p in own].index("input") + 1
-    own = own[:at] + settings + own[at:]  # the settings of the lines, then the cache's
+    """score with an option per setting (ScoreSettings', then eval's --cache, --cache-weight and the
+    settings of the caches it offers: ``line_cache_kinds``, the registered ones that score lines as
+    they come), --cache's help naming them; generated when the command is registered, as eval's."""
     kinds = line_cache_kinds()
-    cache = typer.Option("none", "--cache", help=f"{', '.join(kinds[:-1])} or {kinds[-1]}, as 'groc eval --cache' (not "
-                         "a cache that needs the whole stream first, as unbounded); its memory carries over from line "
-                         "to line, as over the lines of one document.")
-    own = [p.replace(default=cache) if p.name == "cache" else p for p in own]
-    at = [p.name for p in own].index("cache_weight") + 1
-    return command_function(score, own[:at] + cache_parameters(kinds[1:]) + own[at:])
+    cache = (f"{', '.join(kinds[:-1])} or {kinds[-1]}, as 'groc eval --cache' (not a cache that needs the whole stream "
+             "first, as unbounded); its memory carries over from line to line, as over the lines of one document.")
+    offered = {"cache", "cache_weight", *cache_setting_names(kinds[1:])}
+    return S.with_settings(ScoreSettings, EvalSettings, only={EvalSettings: offered}, helps={"cache": cache},
+                           after="input")(score)
 
 
 def register(app: typer.Typer) -> None:

@@ -34,8 +34,9 @@ class EvalSettings:
     caches declare); ``of(cls)`` is one cache's Settings. ``resolved`` holds values the
     evaluation derived (the default uniform weight, the parsed ``grid``)."""
 
-    split: str = setting("test", "The split to evaluate (an argument of the command).", cli=False)
-    vocab: str = setting("model", "model or union (an argument of the command).", cli=False)
+    split: str = setting("test", "Split to evaluate: train, valid or test (default: test, or the split of `states`).")
+    vocab: str = setting("model", "model: closed vocabulary, unknown words -> <unk> (default, or that of `states`). "
+                         "union: the model's vocabulary plus every type of the split (paper 5.1).")
     uniform_weight: float | None = setting(None, "u in p = (1-u) p_model + u/|vocab|. Default 0.01 for table models "
                                            "with `vocab` union (they give new words no mass), else 0.")
     downweight_new: float = setting(1.0, "GroC, `vocab` union: multiply the probability of words outside the training "
@@ -95,6 +96,19 @@ class EvalSettings:
                          if name in cls.CACHE_MIXING or name in {f.name for f in dataclasses.fields(c.Settings)})
 
     @classmethod
+    def in_order(cls, fields: list[dataclasses.Field]) -> list[dataclasses.Field]:
+        """Its settings (``fields``) in the order of its options and ``as_dict``: the caches' after
+        ``cache_weight``, in the registry's order (``setting_fields``)."""
+        own = [f.name for f in dataclasses.fields(cls) if f.name not in _STATE]
+        caches = [f.name for f, _ in setting_fields()]
+        clash = sorted(set(own) & set(caches))
+        if clash:
+            raise TypeError(f"a cache's setting {clash[0]!r} is also a groc eval setting; rename it")
+        by_name = {f.name: f for f in fields}
+        at = own.index("cache_weight") + 1
+        return [by_name[name] for name in own[:at] + caches + own[at:] if name in by_name]
+
+    @classmethod
     def settings_classes(cls) -> list[type]:
         """EvalSettings and each registered cache's Settings: every setting of groc eval
         (``settings.all_fields``; a config file or KEY=VALUE may name any)."""
@@ -130,6 +144,11 @@ def line_cache_kinds() -> tuple[str, ...]:
     """The caches of ``groc score`` and ``load_run``, which score lines as they come: none and every
     registered kind that does not need the stream's length first (``needs_length``)."""
     return ("none", *(kind for kind, cls in CACHE_KINDS.items() if not cls.needs_length))
+
+
+def cache_setting_names(kinds) -> set[str]:
+    """The settings of the registered caches ``kinds`` (those of ``groc score``'s caches)."""
+    return {f.name for kind in kinds for f in dataclasses.fields(CACHE_KINDS[kind].Settings)}
 
 
 def option_help() -> dict[str, str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator
 
 from ..cores import bounded_threads
-from ..errors import GrocError
+from ..errors import GrocError, SettingError
 from ..settings import check_fields, setting
 
 _TOKENIZER = None
@@ -44,6 +44,35 @@ class TokenizeSettings:
 
     def options(self) -> TokenizeOptions:
         return TokenizeOptions(lower=self.lower, escape=self.escape)
+
+
+@dataclass
+class TextInput:
+    """How a stage reads its text lines (``groc score``'s lines, ``groc generate``'s prompts): as
+    tokenized words split on whitespace, or as raw text Moses-tokenized first. Declared once here;
+    each stage's settings take these fields (``settings.same_as``), ``check_text_input`` and
+    ``text_lines``."""
+
+    tokenize: bool = setting(False, "Moses-tokenize each line first (raw text); by default lines are already tokenized "
+                             "(split on whitespace).", negation=False)
+    lower: bool = setting(False, "With `tokenize`: lowercase, as 'groc tokenize --lower'.", negation=False)
+
+
+def check_text_input(settings, as_is: str) -> None:
+    """``lower`` without ``tokenize`` refused (``settings``: a stage's, with ``TextInput``'s fields);
+    ``as_is`` says what the stage does with tokenized text instead."""
+    if settings.lower and not settings.tokenize:
+        raise SettingError(f"`lower` applies with `tokenize` only ({as_is})")
+
+
+def text_lines(lines: Iterable[str], settings) -> Iterable[str]:
+    """``lines`` as a stage with ``TextInput``'s settings reads them: Moses-tokenized (and lowercased
+    with ``lower``) with ``tokenize``, else as they are."""
+    if not settings.tokenize:
+        return lines
+    options = TokenizeOptions(lower=settings.lower)
+    # tokenize_line returns the line's tokens joined by spaces: a string, not a list to join.
+    return (tokenize_line(line, options) for line in lines)
 
 
 def _tokenizer():

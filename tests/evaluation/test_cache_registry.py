@@ -195,10 +195,12 @@ def test_registered_settings_keep_one_declaration_each(decay):
 
 
 def test_every_eval_option_is_a_declared_setting():
-    # groc eval names no setting's default itself: each option is its field's (EvalSettings' or a cache's).
+    # groc eval names no setting's default itself: each option is its field's (EvalSettings' or a cache's),
+    # but for --split and --vocab, whose default is the --states directory's when given.
     options = {p.name: p for p in click_command("eval").params}
     for f in [*cli_fields(EvalSettings), *(f for f, _ in setting_fields())]:
-        assert flag_of(f) in options[f.name].opts and options[f.name].default == default_of(f), f.name
+        default = None if f.name in eval_command.FROM_STATES else default_of(f)
+        assert flag_of(f) in options[f.name].opts and options[f.name].default == default, f.name
 
 
 def test_score_cache_options_are_evals_declared_settings():
