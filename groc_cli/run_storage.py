@@ -28,9 +28,12 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .version import __version__
-from .artifacts import METADATA_KEY, _umask, atomic_dir, atomic_path, first_line, parse_json, provenance, read_json, read_parquet, sha256_file, write_parquet
-from .errors import DamagedInput, GrocError
+from .artifacts.atomic import atomic_dir, atomic_path, umask
+from .artifacts.integrity import sha256_file
+from .artifacts.io import METADATA_KEY, provenance, read_json, read_parquet, write_parquet
+from .errors import DamagedInput, GrocError, first_line
 from .formats import RUN_FORMAT
+from .json_input import parse_json
 from .models import Lexicon, ModelConfig, build_model, output_layer_class
 from .models.lexicon import MAX_ENTRIES
 
@@ -116,7 +119,7 @@ def write_weights(model: torch.nn.Module, directory: Path, extra: dict[str, obje
     save_file(tensors, str(directory / "model.safetensors"),
               metadata={WEIGHTS_KEY: weights_metadata(model, tensors_checksum(tensors))})
     # safetensors creates the file private (0600); weights are an output like any other.
-    os.chmod(directory / "model.safetensors", 0o666 & ~_umask())
+    os.chmod(directory / "model.safetensors", 0o666 & ~umask())
     if extra is not None:
         # Serialized in memory and written by Python: torch.save's own writer reports a full disk
         # as a C++ traceback ("file write failed"), Python's as ENOSPC.

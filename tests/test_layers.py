@@ -77,6 +77,18 @@ def test_the_run_directory_format_is_run_storage_s():
     assert spelt == ["formats.py"] * 3
 
 
+#: What groc_cli.artifacts (outputs written aside, locks, Parquet and JSON, integrity) may import
+#: besides its own modules: it is the bottom layer every stage writes through.
+ARTIFACTS_BELOW = {"groc_cli.errors", "groc_cli.console", "groc_cli.formats", "groc_cli.json_input", "groc_cli.version"}
+
+
+def test_artifacts_import_no_stage():
+    graph = imports()
+    for module, deps in graph.items():
+        if module.startswith("groc_cli.artifacts"):
+            assert {d for d in deps if not d.startswith("groc_cli.artifacts")} <= ARTIFACTS_BELOW, module
+
+
 #: Other programs' flags, which messages quote (torchrun's, pip's, docker's).
 FOREIGN_FLAGS = {"--nproc_per_node", "--force-reinstall", "--no-deps", "--cpus"}
 #: Values of a file format that spell a flag: the stage a grid table's metadata records.

@@ -18,8 +18,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..artifacts import _umask, atomic_path, first_line
-from ..errors import DamagedInput
+from ..artifacts.atomic import atomic_path, umask
+from ..errors import DamagedInput, first_line
 from ..text.dataset import EOS
 from ..run_storage import _retrain, _unwrap, load_weights
 
@@ -58,7 +58,7 @@ def save_start_state(state, directory: Path) -> None:
         tensors[f"c.{i}"] = c.detach().float().cpu().contiguous()
     with atomic_path(Path(directory) / FILE) as tmp:
         save_file(tensors, str(tmp))
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~umask())
 
 
 def load_start_state(directory: Path, model):
