@@ -33,7 +33,7 @@ from .data import batchify, model_ids, token_counts
 from .loop import TrainConfig, Trainer
 from ..run_storage import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, load_checkpoint, read_lexicon, write_vocab
 from .seed import seed_everything
-from .start_state import write_start_states
+from ..start_state import write_start_states
 
 
 def check_lexicon(path: Path | None, vocab: list[str], kind: str) -> Lexicon | None:
