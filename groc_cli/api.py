@@ -10,7 +10,7 @@ Conventions, the same as ``groc eval`` (see docs/api.md):
 
 * every sentence ends with ``<eos>``, which is scored (datasets store one after each line);
 * a sentence is read after ``<eos>`` from the checkpoint's start state: the mean state the
-  model is in after an ``<eos>`` of held-out text (``training/start_state.py``), so that it
+  model is in after an ``<eos>`` of held-out text (``start_state.py``), so that it
   reads a lone sentence as a line that follows another line of a dataset; runs trained before
   start states existed start from zeros (``reset=False`` carries the state from one sentence
   to the next instead);
@@ -50,7 +50,7 @@ from .runtime import resolve_device
 from .settings import check_type, default_of, hints, inapplicable
 from .text.dataset import EOS, UNK
 from .run_storage import Run
-from .training.start_state import load_start_state
+from .start_state import load_start_state
 
 #: Sentences up to this many predictions are scored together by ``score`` (one LSTM call over a
 #: batch of them, padded): one sentence at a time spent most of its time in per-call overhead

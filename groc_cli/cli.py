@@ -187,7 +187,7 @@ def _out_of_memory(reading=None) -> str:
 
 
 def _disk_full(exc: OSError) -> str:
-    """A full disk (or quota) met outside an output's own writer, which says more (artifacts.DiskFull):
+    """A full disk (or quota) met outside an output's own writer, which says more (artifacts.diskfull.DiskFull):
     the path, with the free bytes of its file system."""
     import shutil
 

@@ -75,7 +75,7 @@ def wordnet_version(lexicon: Path | str | None) -> str | None:
     """The WordNet version a lexicon table was built from (its Parquet metadata), or None."""
     if lexicon is None:
         return None
-    from .artifacts import read_metadata
+    from .artifacts.io import read_metadata
 
     try:
         return read_metadata(Path(lexicon)).get("wordnet_version")

@@ -36,6 +36,11 @@ class GrocError(Exception):
         return named(self.text)
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's message in one line, for a one-line error that quotes it."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 class SettingError(GrocError, ValueError):
     """A setting's value out of its bounds or choices, one that the input cannot take (adaptive's
     cutoffs for a smaller vocabulary), or settings that do not go together: the one error type of a

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from .artifacts import atomic_path
+from .artifacts.atomic import atomic_path
 from .errors import GrocError
 
 INSTALL_HINT = "pip install 'groc-cli[plots]' (or pip install matplotlib)"

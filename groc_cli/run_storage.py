@@ -9,6 +9,7 @@ evaluation and the API alike: configuration, vocabulary, weights and checkpoints
       best/model.safetensors   weights with the best validation perplexity so far
       last/model.safetensors   weights at the last checkpoint
       last/trainer.pt          optimizer, schedule, RNG states, data position (torch.load weights_only=True)
+      best/, last/start_state.safetensors   where a line starts when scored alone (start_state.py)
       summary.json         written when training ends
 """
 
@@ -28,9 +29,12 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .version import __version__
-from .artifacts import METADATA_KEY, _umask, atomic_dir, atomic_path, first_line, parse_json, provenance, read_json, read_parquet, sha256_file, write_parquet
-from .errors import DamagedInput, GrocError
+from .artifacts.atomic import atomic_dir, atomic_path, umask
+from .artifacts.integrity import sha256_file
+from .artifacts.io import METADATA_KEY, provenance, read_json, read_parquet, write_parquet
+from .errors import DamagedInput, GrocError, first_line
 from .formats import RUN_FORMAT
+from .json_input import parse_json
 from .models import Lexicon, ModelConfig, build_model, output_layer_class
 from .models.lexicon import MAX_ENTRIES
 
@@ -47,7 +51,7 @@ def write_vocab(run_dir: Path, words: list[str], counts: list[int]) -> None:
 
 def read_vocab(run_dir: Path) -> tuple[list[str], list[int]]:
     table = read_parquet(run_dir / "vocab.parquet", {"word": pa.types.is_string, "count": pa.types.is_integer},
-                         _retrain(run_dir))
+                         retrain_advice(run_dir))
     return table.column("word").to_pylist(), table.column("count").to_pylist()
 
 
@@ -80,10 +84,11 @@ def read_lexicon(path: Path, rebuild: str) -> Lexicon:
 
 def _relexicon(run_dir: Path) -> str:
     return (f"copy the lexicon table the run was trained with to {run_dir / 'lexicon.parquet'} "
-            f"('groc lexicon' writes one), or {_retrain(run_dir)}")
+            f"('groc lexicon' writes one), or {retrain_advice(run_dir)}")
 
 
-def _retrain(run_dir: Path) -> str:
+def retrain_advice(run_dir: Path) -> str:
+    """What rebuilds the run at `run_dir`, for a message that refuses a damaged part of it."""
     return f"re-train the run ('groc train' or 'groc finetune' with -o {run_dir} --force)"
 
 
@@ -108,7 +113,7 @@ def write_weights(model: torch.nn.Module, directory: Path, extra: dict[str, obje
     """model.safetensors (and trainer.pt when `extra` is given) into the existing `directory`, which
     the caller swaps into place. Each tensor is stored once, under the first of its names (a tied
     embedding once)."""
-    model = _unwrap(model)
+    model = unwrapped(model)
     state = model.state_dict()
     tensors = {names[0]: state[names[0]].to("cpu").contiguous() for names in _alias_groups(state)}
     # One metadata key: safetensors writes its metadata map in no fixed order, and the same
@@ -116,7 +121,7 @@ def write_weights(model: torch.nn.Module, directory: Path, extra: dict[str, obje
     save_file(tensors, str(directory / "model.safetensors"),
               metadata={WEIGHTS_KEY: weights_metadata(model, tensors_checksum(tensors))})
     # safetensors creates the file private (0600); weights are an output like any other.
-    os.chmod(directory / "model.safetensors", 0o666 & ~_umask())
+    os.chmod(directory / "model.safetensors", 0o666 & ~umask())
     if extra is not None:
         # Serialized in memory and written by Python: torch.save's own writer reports a full disk
         # as a C++ traceback ("file write failed"), Python's as ENOSPC.
@@ -176,9 +181,9 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
     path = directory / "model.safetensors"
     if not path.exists():
         raise GrocError(f"{path} not found: the run has no such checkpoint yet")
-    model = _unwrap(model)
+    model = unwrapped(model)
     other = "last" if directory.name == "best" else "best"
-    retrain = f"{_retrain(directory.parent)}, or use its {other} checkpoint (`checkpoint` {other})"
+    retrain = f"{retrain_advice(directory.parent)}, or use its {other} checkpoint (`checkpoint` {other})"
     try:
         stored = load_file(str(path))
         recorded = read_weights_metadata(path)
@@ -189,7 +194,7 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
         # Same size, other order (two words swapped): every row would score another word, silently.
         raise DamagedInput(directory.parent / "vocab.parquet", f"is not the vocabulary the weights in {path} were "
                            f"trained with (its checksum differs from the one they record)",
-                           "restore the run's vocab.parquet, or " + _retrain(directory.parent))
+                           "restore the run's vocab.parquet, or " + retrain_advice(directory.parent))
     state, missing = {}, []
     for names in _alias_groups(model.state_dict()):
         # Any one name of an alias group may be stored (older runs kept another name).
@@ -211,7 +216,7 @@ def load_weights(model: torch.nn.Module, directory: Path) -> None:
     if missing or unexpected or resized:
         found = resized[:1] or [f"missing {missing[:3]}, unexpected {unexpected[:3]}"]
         raise DamagedInput(directory.parent / "config.json", f"(with vocab.parquet) no longer describes the weights in "
-                           f"{path} ({found[0]})", "restore it, or " + _retrain(directory.parent))
+                           f"{path} ({found[0]})", "restore it, or " + retrain_advice(directory.parent))
     nonfinite = next((n for n, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())), None)
     if nonfinite is not None:
         raise DamagedInput(path, f"holds NaN or infinite values ({nonfinite})", retrain)
@@ -232,7 +237,7 @@ def load_checkpoint(model: torch.nn.Module, directory: Path) -> dict:
     a traceback (or advice to resume again) once the run is under way."""
     saved = load_trainer_state(directory)
     groups = saved["optimizer"].get("param_groups") if isinstance(saved["optimizer"], dict) else None
-    if not groups or sum(len(group.get("params", ())) for group in groups) != len(list(_unwrap(model).parameters())):
+    if not groups or sum(len(group.get("params", ())) for group in groups) != len(list(unwrapped(model).parameters())):
         raise DamagedInput(directory / "trainer.pt", "holds an optimizer state for another model, so the run cannot "
                            "resume", _unusable(directory))
     load_weights(model, directory)
@@ -240,7 +245,7 @@ def load_checkpoint(model: torch.nn.Module, directory: Path) -> dict:
 
 
 def _unusable(directory: Path) -> str:
-    return f"{_retrain(directory.parent)}; its best checkpoint still evaluates ('groc eval --checkpoint best')"
+    return f"{retrain_advice(directory.parent)}; its best checkpoint still evaluates ('groc eval --checkpoint best')"
 
 
 def load_trainer_state(directory: Path) -> dict:
@@ -283,7 +288,8 @@ def _trainer_problem(saved: dict) -> str | None:
     return None
 
 
-def _unwrap(model):
+def unwrapped(model):
+    """The model a DistributedDataParallel wrapper holds (or `model` itself)."""
     return getattr(model, "module", model)
 
 
@@ -299,7 +305,7 @@ class Run:
         self.path = Path(path)
         if not self.path.is_dir():
             raise GrocError(f"run {self.path}: not a directory; create it with 'groc train DATASET -o {self.path}'")
-        self.config = read_json(self.path / "config.json", "run configuration", _retrain(self.path))
+        self.config = read_json(self.path / "config.json", "run configuration", retrain_advice(self.path))
         if self.config.get("format") != RUN_FORMAT:
             raise GrocError(f"{self.path} is not a groc run directory")
         try:
@@ -307,7 +313,7 @@ class Run:
             self.dataset_checksum = self.config["dataset"]["checksum"]
         except (KeyError, TypeError, ValueError) as exc:
             raise DamagedInput(self.path / "config.json", f"does not hold a run's settings ({first_line(exc)})",
-                               _retrain(self.path)) from None
+                               retrain_advice(self.path)) from None
 
     @property
     def lexicon_path(self) -> Path | None:
@@ -338,6 +344,6 @@ class Run:
             model = build_model(self.model_config, words, lexicon=lexicon, counts=counts)
         except ValueError as exc:
             raise DamagedInput(self.path / "config.json", f"does not describe a model for vocab.parquet ({exc})",
-                               _retrain(self.path)) from None
+                               retrain_advice(self.path)) from None
         load_weights(model, self.checkpoint(which))
         return model.to(device), words, counts

@@ -149,7 +149,7 @@ def _run_of(path: Path, data: dict, settings: dict, known: set[str], hashes: dic
             return key
         weights = Path(key) / which / "model.safetensors"
         if weights not in hashes:
-            from .artifacts import sha256_file
+            from .artifacts.integrity import sha256_file
 
             try:
                 hashes[weights] = sha256_file(weights)
@@ -228,7 +228,7 @@ def _checked(run: str, data: dict, settings: dict, hashes: dict[Path, str | None
     which = settings.get("checkpoint") if settings.get("checkpoint") in ("best", "last") else "best"
     weights = Path(run) / which / "model.safetensors"
     if weights not in hashes:
-        from .artifacts import sha256_file
+        from .artifacts.integrity import sha256_file
 
         try:
             hashes[weights] = sha256_file(weights)
@@ -244,7 +244,7 @@ def record_evaluation(result: dict, run_dir: Path) -> Path:
     OSError where the run cannot be written (a read-only copy)."""
     import hashlib
 
-    from .artifacts import write_json
+    from .artifacts.io import write_json
     from .console import strict_json
 
     settings = result.get("settings") or {}
@@ -288,7 +288,7 @@ def row(run: Path, evals: dict[str, dict]) -> dict:
         damaged = (run / "summary.json").exists()
         out["epochs"], out["best_valid_ppl"] = _metrics(run)
         out["minutes"] = _minutes_so_far(run)
-        from .artifacts import lock_holder  # here, as pyarrow is: numpy and pyarrow only for a run not done
+        from .artifacts.locks import lock_holder  # here, as pyarrow is: numpy and pyarrow only for a run not done
 
         writer = None if damaged else lock_holder(run)
         out["status"] = ("damaged: summary.json unreadable" if damaged else

@@ -141,22 +141,22 @@ def test_sampled_checksum_of_a_large_file(tmp_path, monkeypatch):
     """A file over WHOLE_BYTES is hashed in blocks spread over it: a change inside one is found, a
     change between them is not (the documented limit), a size change always is; a record keeps the
     sampling it was written with."""
-    from groc_cli import artifacts
+    from groc_cli.artifacts import integrity
 
-    monkeypatch.setattr(artifacts, "WHOLE_BYTES", 1 << 20)
-    monkeypatch.setattr(artifacts, "SAMPLE_BLOCKS", 4)
+    monkeypatch.setattr(integrity, "WHOLE_BYTES", 1 << 20)
+    monkeypatch.setattr(integrity, "SAMPLE_BLOCKS", 4)
     path = tmp_path / "big.npy"
     data = bytearray(np.random.default_rng(0).bytes(4 << 20))
     path.write_bytes(data)
-    record = artifacts.integrity_record(path)
+    record = integrity.integrity_record(path)
     assert record["sampled_blocks"] == 4 and record["bytes"] == 4 << 20
-    monkeypatch.setattr(artifacts, "SAMPLE_BLOCKS", 8)  # later constants do not change how it is checked
-    assert artifacts.integrity_problem(path, record) is None
+    monkeypatch.setattr(integrity, "SAMPLE_BLOCKS", 8)  # later constants do not change how it is checked
+    assert integrity.integrity_problem(path, record) is None
     for offset, found in ((len(data) - 1, True), (100_000, False)):
         changed = bytearray(data)
         changed[offset] ^= 1
         path.write_bytes(changed)
-        assert (artifacts.integrity_problem(path, record) is not None) == found, offset
+        assert (integrity.integrity_problem(path, record) is not None) == found, offset
     path.write_bytes(data + b"\0")
-    assert "bytes" in artifacts.integrity_problem(path, record)
-    assert artifacts.integrity_problem(path, {"bytes": "many"}) is not None
+    assert "bytes" in integrity.integrity_problem(path, record)
+    assert integrity.integrity_problem(path, {"bytes": "many"}) is not None

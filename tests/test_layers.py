@@ -63,18 +63,51 @@ def test_models_and_caches_import_nothing_above_them():
 
 
 def test_the_run_directory_format_is_run_storage_s():
-    """Training, evaluation and the API share the run directory through groc_cli.run_storage:
-    evaluation reaches nothing of training's, and the format markers are declared once
-    (groc_cli/formats.py), never spelt out elsewhere."""
+    """Training, evaluation and the API share the run directory through groc_cli.run_storage (and
+    groc_cli.start_state, the checkpoints' start states beside it): evaluation and the API reach
+    nothing of training's, and the format markers are declared once (groc_cli/formats.py), never
+    spelt out elsewhere."""
     graph = imports()
     for module, deps in graph.items():
-        if module.startswith("groc_cli.evaluation"):
+        if module.startswith("groc_cli.evaluation") or module == "groc_cli.api":
             assert {d for d in deps if d.startswith("groc_cli.training")} == set(), module
     assert "groc_cli.run_storage" in graph["groc_cli.evaluation.perplexity"]
     assert "groc_cli.run_storage" in graph["groc_cli.training.api"]
+    assert "groc_cli.start_state" in graph["groc_cli.api"] and "groc_cli.start_state" in graph["groc_cli.training.api"]
     spelt = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
                    for marker in ('"groc-run"', '"groc-dataset"', '"groc-states"') if marker in path.read_text())
     assert spelt == ["formats.py"] * 3
+
+
+#: What groc_cli.artifacts (outputs written aside, locks, Parquet and JSON, integrity) may import
+#: besides its own modules: it is the bottom layer every stage writes through.
+ARTIFACTS_BELOW = {"groc_cli.errors", "groc_cli.console", "groc_cli.formats", "groc_cli.json_input", "groc_cli.version"}
+
+
+def test_artifacts_import_no_stage():
+    graph = imports()
+    for module, deps in graph.items():
+        if module.startswith("groc_cli.artifacts"):
+            assert {d for d in deps if not d.startswith("groc_cli.artifacts")} <= ARTIFACTS_BELOW, module
+
+
+def test_no_module_imports_another_s_private_name():
+    """A name with a leading underscore stays in its module: one that another module needs is public
+    (a package's private module, as ``commands/_settings.py``, is imported by its package's own modules)."""
+    modules = _modules()
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        package = ".".join(parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("groc_cli")):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                for alias in node.names:
+                    private = alias.name.startswith("_") and not alias.name.startswith("__")
+                    if private and f"{target}.{alias.name}" not in modules:
+                        found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {target}.{alias.name}")
+    assert not found, "\n".join(found)
 
 
 #: Other programs' flags, which messages quote (torchrun's, pip's, docker's).

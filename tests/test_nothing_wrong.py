@@ -11,7 +11,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from groc_cli.artifacts import provenance, write_parquet
+from groc_cli.artifacts.io import provenance, write_parquet
 from groc_cli.console import strict_json
 from groc_cli.errors import DamagedInput, GrocError
 from groc_cli.models.lexicon import MAX_ENTRIES

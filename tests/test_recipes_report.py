@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from groc_cli.artifacts import write_parquet
+from groc_cli.artifacts.io import write_parquet
 
 from .conftest import REPO
 

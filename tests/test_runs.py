@@ -59,7 +59,7 @@ def test_a_run_being_written_is_running_with_its_pid_and_minutes_so_far(runs, tm
 
     import pyarrow.parquet as pq
 
-    from groc_cli.artifacts import output_lock
+    from groc_cli.artifacts.locks import output_lock
 
     run = runs / "runs" / "unfinished"
     steps = pq.read_table(run / "steps.parquet").column("seconds").to_pylist()

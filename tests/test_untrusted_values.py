@@ -251,7 +251,7 @@ def test_damage_raised_while_an_allocation_failed_is_out_of_memory(exc):
 
 
 def test_a_full_disk_message_says_what_is_true():
-    from groc_cli.artifacts import DiskFull
+    from groc_cli.artifacts.diskfull import DiskFull
 
     assert "more than 0 bytes" not in str(DiskFull("out.parquet", 0, free=0))
     assert "before its first bytes" in str(DiskFull("out.parquet", 0, free=0))

@@ -56,7 +56,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..artifacts import atomic_path, parse_json
+from ..artifacts.atomic import atomic_path
+from ..json_input import parse_json
 from ..console import strict_json
 from ..errors import SettingError, named
 from ..faiss_build import load_faiss

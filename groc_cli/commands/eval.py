@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ..artifacts import claim_output
+from ..artifacts.locks import claim_output
 from ..console import emit_json
 from ..errors import GrocError
 from ..runtime import set_threads

@@ -7,7 +7,8 @@ from pathlib import Path
 import pyarrow as pa
 import typer
 
-from ..artifacts import claim_output, read_parquet
+from ..artifacts.io import read_parquet
+from ..artifacts.locks import claim_output
 from ..console import emit_json, log
 from ..errors import GrocError
 from ._inputs import RECORD_JSON

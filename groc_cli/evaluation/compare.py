@@ -19,9 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..artifacts import atomic_path, claim_output, first_line, output_kind, provenance, read_metadata, write_parquet
+from ..artifacts.atomic import atomic_path
+from ..artifacts.destinations import output_kind
+from ..artifacts.io import provenance, read_metadata, write_parquet
+from ..artifacts.locks import claim_output
 from ..console import err, log
-from ..errors import GrocError, SettingError
+from ..errors import GrocError, SettingError, first_line
 from ..settings import check_fields, setting
 
 # Lower edges of the frequency bins. The paper's text names "words occurring 1–50 times"

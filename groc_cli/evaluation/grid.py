@@ -12,7 +12,8 @@ import dataclasses
 import math
 from pathlib import Path
 
-from ..artifacts import GRID_STAGE, provenance
+from ..artifacts.destinations import GRID_STAGE
+from ..artifacts.io import provenance
 from ..caches import CACHE_KINDS
 from ..caches.registry import grid_name
 from ..console import log
@@ -95,7 +96,8 @@ def add_grid(result: dict, columns: list[dict], nlls, best: int, grid_out: Path 
 def write_grid(rows: list[dict], path: Path, meta: dict) -> None:
     import pyarrow as pa
 
-    from ..artifacts import atomic_path, write_parquet
+    from ..artifacts.atomic import atomic_path
+    from ..artifacts.io import write_parquet
 
     with atomic_path(path) as tmp:
         write_parquet(pa.Table.from_pylist(rows), tmp, meta)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import claim_output, provenance
+from ..artifacts.io import provenance
+from ..artifacts.locks import claim_output
 from ..caches import CacheContext
 from ..console import log, progress
 from ..environment import environment

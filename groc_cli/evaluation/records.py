@@ -8,7 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..artifacts import METADATA_KEY, atomic_path
+from ..artifacts.atomic import atomic_path
+from ..artifacts.io import METADATA_KEY
 from ..console import strict_json
 
 ROW_GROUP = 1 << 17

@@ -26,12 +26,15 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..artifacts import (atomic_dir, claim_output, first_line, integrity_problem, integrity_record, provenance, read_json,
-                         read_parquet, require_space, sha256_file, write_json, write_parquet)
+from ..artifacts.atomic import atomic_dir
+from ..artifacts.diskfull import require_space
+from ..artifacts.integrity import integrity_problem, integrity_record, sha256_file
+from ..artifacts.io import provenance, read_json, read_parquet, write_json, write_parquet
+from ..artifacts.locks import claim_output
+from ..errors import DamagedInput, GrocError, first_line
 from ..environment import environment
 from ..formats import STATES_FORMAT
 from ..console import log, progress
-from ..errors import DamagedInput, GrocError
 from ..models import output_layer_class
 from ..runtime import resolve_device
 from ..text.dataset import Dataset, open_dataset

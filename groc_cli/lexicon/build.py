@@ -12,7 +12,9 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from ..artifacts import atomic_path, claim_output, provenance, write_parquet
+from ..artifacts.atomic import atomic_path
+from ..artifacts.io import provenance, write_parquet
+from ..artifacts.locks import claim_output
 from ..console import log, progress
 from ..text.dataset import vocab_for_lexicon
 from .extract import LexiconSettings, all_single_word_lemmas, build_entries, coverage, keep_fraction

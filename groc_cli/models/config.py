@@ -217,7 +217,9 @@ class CharEncoderSettings:
 
 
 # The built-in kinds' own settings. Each is registered with its layer (tables.py, adaptive.py,
-# convolutional.py, groc.py); they live here, beside the mixins, so that the settings import no torch.
+# convolutional.py, groc.py); they live here, beside the mixins they share, so that every model setting
+# is declared in one file. Not to spare torch: importing this module imports the package groc_cli.models,
+# and with it the layers and torch (a kind's settings class is registered when its layer is).
 
 @dataclass
 class ProjectionSettings:

@@ -14,7 +14,7 @@ with it (``config=``); see docs/extending.md. The capabilities and their default
 (``common.py``).
 
 This module imports nothing, so that ``config.py`` can take the ``output`` setting's choices from it
-without importing torch.
+and the layers, which import ``config.py``, can register here without an import circle.
 """
 
 from __future__ import annotations

@@ -36,8 +36,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..version import __version__
-from ..artifacts import (atomic_dir, id_dtype, open_parquet, parquet_checksum, parquet_writer, provenance,
-                         read_json, read_parquet, sha256_file, write_json, write_parquet)
+from ..artifacts.atomic import atomic_dir
+from ..artifacts.integrity import sha256_file
+from ..artifacts.io import (open_parquet, parquet_checksum, parquet_writer, provenance, read_json, read_parquet,
+                           write_json, write_parquet)
 from ..console import log, progress
 from ..errors import DamagedInput, GrocError
 from ..formats import DATASET_FORMAT
@@ -49,6 +51,15 @@ EOS = "<eos>"
 ROW_GROUP = 1 << 20  # ids per Parquet row group; datasets written before streaming used the same
 BATCH_TOKENS = 1 << 18  # tokens mapped to ids at a time: a few MB of strings
 UNK_WARNING_SHARE = 0.5  # of the training tokens: past it, most of what a model learns is <unk>
+
+
+def id_dtype(n: int) -> np.dtype:
+    """Smallest unsigned integer type that holds ids 0..n-1 (kNN-LM's int16 ids overflowed: urvashik/knnlm#6)."""
+    if n <= np.iinfo(np.uint16).max + 1:
+        return np.dtype(np.uint16)
+    if n <= np.iinfo(np.uint32).max + 1:
+        return np.dtype(np.uint32)
+    raise GrocError(f"vocabulary of {n} types is too large")
 
 
 def parse_budgets(text: str) -> list[int | None]:

@@ -189,7 +189,8 @@ def run_tokenize(settings: TokenizeSettings, input: str | None, output: str = "-
     """``groc tokenize``: Moses-tokenize ``input`` (a file; '-' or None: stdin), one line per input
     line, to ``output`` (a file, written atomically; '-': stdout, as the lines come). Returns,
     with ``record`` and a file, the record: input, output, lines, tokens, settings, seconds."""
-    from ..artifacts import atomic_file, claim_output
+    from ..artifacts.atomic import atomic_file
+    from ..artifacts.locks import claim_output
     from ..console import write_stdout
 
     started = time.perf_counter()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..artifacts import claim_output
+from ..artifacts.locks import claim_output
 from ..console import log
 from ..errors import GrocError, SettingError
 from ..settings import check_fields, setting

@@ -16,11 +16,15 @@ import torch
 import torch.distributed as dist
 
 from ..version import __version__
-from ..artifacts import (check_destination, first_line, disk_full, output_lock, quota_exceeded, reclaim_incomplete,
-                         replace_path, sha256_file, special_kind, write_json)
+from ..artifacts.atomic import reclaim_incomplete, replace_path
+from ..artifacts.destinations import check_destination, special_kind
+from ..artifacts.diskfull import disk_full, quota_exceeded
+from ..artifacts.integrity import sha256_file
+from ..artifacts.io import write_json
+from ..artifacts.locks import output_lock
 from ..console import log
+from ..errors import DamagedInput, GrocError, as_setting_error, first_line
 from ..environment import environment
-from ..errors import DamagedInput, GrocError, as_setting_error
 from ..models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class
 from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..settings import MISSING, default_of
@@ -29,7 +33,7 @@ from .data import batchify, model_ids, token_counts
 from .loop import TrainConfig, Trainer
 from ..run_storage import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, load_checkpoint, read_lexicon, write_vocab
 from .seed import seed_everything
-from .start_state import write_start_states
+from ..start_state import write_start_states
 
 
 def check_lexicon(path: Path | None, vocab: list[str], kind: str) -> Lexicon | None:

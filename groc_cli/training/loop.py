@@ -27,7 +27,8 @@ import torch
 import torch.distributed as dist
 
 from .. import interrupts
-from ..artifacts import atomic_group, provenance, write_json, write_parquet
+from ..artifacts.atomic import atomic_group
+from ..artifacts.io import provenance, write_json, write_parquet
 from ..console import log
 from ..errors import GrocError, SettingError
 from ..runtime import rebalance_threads

@@ -28,7 +28,8 @@ from types import ModuleType
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from groc_cli.artifacts import atomic_path, read_metadata
+from groc_cli.artifacts.atomic import atomic_path
+from groc_cli.artifacts.io import read_metadata
 
 RECIPES = Path(__file__).resolve().parent.parent  # recipes/: one folder per recipe, and lib/
 DATASET_NAMES = {"ptb": "penn", "wt2": "wikitext2"}  # the paper's names

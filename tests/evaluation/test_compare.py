@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from groc_cli.artifacts import provenance, read_metadata
+from groc_cli.artifacts.io import provenance, read_metadata
 from groc_cli.cli import main
 from groc_cli.errors import GrocError
 from groc_cli.evaluation.compare import compare, make_bins, parse_bins

@@ -7,7 +7,7 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from groc_cli.artifacts import read_metadata
+from groc_cli.artifacts.io import read_metadata
 from groc_cli.errors import GrocError
 from groc_cli.evaluation.perplexity import EvalSettings, evaluate
 from tests.evaluation.conftest import groc1 as run_groc

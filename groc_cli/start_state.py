@@ -18,10 +18,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..artifacts import _umask, atomic_path, first_line
-from ..errors import DamagedInput
-from ..text.dataset import EOS
-from ..run_storage import _retrain, _unwrap, load_weights
+from .artifacts.atomic import atomic_path, umask
+from .errors import DamagedInput, first_line
+from .run_storage import load_weights, retrain_advice, unwrapped
+from .text.dataset import EOS
 
 FILE = "start_state.safetensors"
 MAX_LINES = 1000
@@ -58,7 +58,7 @@ def save_start_state(state, directory: Path) -> None:
         tensors[f"c.{i}"] = c.detach().float().cpu().contiguous()
     with atomic_path(Path(directory) / FILE) as tmp:
         save_file(tensors, str(tmp))
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~umask())
 
 
 def load_start_state(directory: Path, model):
@@ -69,7 +69,7 @@ def load_start_state(directory: Path, model):
     path = Path(directory) / FILE
     if not path.exists():
         return None
-    fix = (f"{_retrain(Path(directory).parent)}, or delete {path} to score lines from the zero state "
+    fix = (f"{retrain_advice(Path(directory).parent)}, or delete {path} to score lines from the zero state "
            "(as runs written before start states)")
     try:
         stored = load_file(str(path))
@@ -93,7 +93,7 @@ def load_start_state(directory: Path, model):
 def write_start_states(model, ids: torch.Tensor, run_dir: Path) -> None:
     """Compute and save each checkpoint's start state (best, last) from held-out ``ids`` (none
     for a vocabulary without ``<eos>``); the model's own weights are restored afterwards."""
-    model = _unwrap(model)
+    model = unwrapped(model)
     words = list(model.vocab)
     if EOS not in words:
         return
