@@ -6,9 +6,7 @@ import json
 import pytest
 
 from groc_cli.environment import FIELDS, describe, environment
-from tests.conftest import REPO, run_groc
-
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+from tests.conftest import REPO, TINY, run_groc
 
 
 def check_record(record: dict, device: str = "cpu") -> None:

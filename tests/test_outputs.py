@@ -15,9 +15,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, default_signals, run_env, run_groc
+from tests.conftest import REPO, TINY, default_signals, run_env, run_groc
 
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 # Long enough to be interrupted: early stopping never ends it.
 ENDLESS = ["--max-epochs", "1000", "--patience", "1000", "--lr-patience", "1000"]
 

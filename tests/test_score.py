@@ -11,22 +11,21 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, run_env, run_groc
+from tests.conftest import REPO, TINY, run_env, run_groc
 
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 BOOKS = REPO / "groc_cli" / "data"
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    """A tied and a GroC run on Persuasion; text.txt: Emma (many words the runs never saw);
-    seen.txt: the start of the runs' own training text (no new words)."""
+def work(tmp_path_factory, tiny_run):
+    """A tied and a GroC run on Persuasion (tiny_run's, linked here); text.txt: Emma (many words the runs
+    never saw); seen.txt: the start of the runs' own training text (no new words)."""
     root = tmp_path_factory.mktemp("score")
-    run_groc("prepare", "--train", BOOKS / "austen-persuasion.txt", "--split", "4000,1000", "-o", root / "data", check=True)
-    run_groc("lexicon", "--vocab", root / "data", "-o", root / "lex.parquet", check=True)
-    run_groc("train", root / "data", "-o", root / "tied", "--output-layer", "tied", "--max-tokens", "300", *TINY, check=True)
-    run_groc("train", root / "data", "-o", root / "groc", "--output-layer", "groc", "--lexicon", root / "lex.parquet",
-             "--max-tokens", "48", *TINY, check=True)
+    data = tiny_run.data(BOOKS / "austen-persuasion.txt", "4000,1000")
+    lexicon = tiny_run.lexicon(data)
+    for name, path in (("data", data), ("lex.parquet", lexicon), ("tied", tiny_run("tied", data=data, max_tokens=300)),
+                       ("groc", tiny_run("groc", data=data, lexicon=lexicon, max_tokens=48))):
+        (root / name).symlink_to(path)
     emma = BOOKS.joinpath("austen-emma.txt").read_text(encoding="utf-8").splitlines()[200:230]
     (root / "text.txt").write_text("\n".join(line.strip() for line in emma) + "\n", encoding="utf-8")
     seen = BOOKS.joinpath("austen-persuasion.txt").read_text(encoding="utf-8").splitlines()[:20]

@@ -13,9 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from groc_cli.commands._training_flags import StepProgress
-from tests.conftest import REPO, default_signals, run_env, run_groc
+from tests.conftest import REPO, TINY, default_signals, run_env, run_groc
 
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 COLUMNS = ["step", "epoch", "tokens", "loss", "objective", "lr", "grad_norm", "tokens_per_s", "seconds"]
 
 

@@ -13,9 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.conftest import run_env, run_groc
-
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+from tests.conftest import TINY, run_env, run_groc
 
 
 @pytest.fixture(scope="module")
