@@ -73,6 +73,7 @@ def test_without_cpuinfo_the_record_names_platforms_processor_and_products_stay_
     assert "arm (no AVX2)" in describe(record)
 
 
+@pytest.mark.slow
 def test_runs_evaluations_and_dumps_record_their_environment(tmp_path):
     books = REPO / "groc_cli" / "data"
     run_groc("prepare", "--train", books / "austen-persuasion.txt", "--split", "3000,500,500", "-o", tmp_path / "data",

@@ -10,6 +10,8 @@ from safetensors.torch import load_file
 
 from tests.conftest import REPO, run_groc
 
+pytestmark = pytest.mark.slow
+
 BOOKS = REPO / "groc_cli" / "data"
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import REPO, TINY, run_groc
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):

@@ -14,6 +14,8 @@ from groc_cli.evaluation.perplexity import EvalSettings, evaluate
 from tests.conftest import TINY
 from tests.evaluation.conftest import groc1 as run_groc
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def states(runs, tmp_path_factory):
