@@ -4,6 +4,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,63 @@ def _zygote(env: dict) -> _Zygote:
         server = _Zygote(env)
     _SERVERS[key] = server
     return server
+
+
+# The tiny model of every test that trains one and does not test a size: seconds on one thread.
+TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+BOOKS = REPO / "groc_cli" / "data"
+
+
+class TinyRuns:
+    """The `tiny_run` fixture: tiny datasets, lexicons and runs, each built once per pytest process for
+    its arguments and then shared by every test that asks for the same ones.
+
+    tiny_run(kind="tied", data=None, lexicon=None, max_tokens=300, **overrides) trains
+    `groc train DATA --output-layer KIND [--lexicon LEX] --max-tokens N` with TINY, where an override
+    replaces a TINY flag or adds one (`init_range=1.0` is `--init-range 1.0`); data defaults to
+    tiny_run.data(), and a GroC run's lexicon to tiny_run.lexicon(data).
+    tiny_run.data(text, split, *flags) is `groc prepare --train TEXT --split SPLIT FLAGS`;
+    tiny_run.lexicon(*datasets) is `groc lexicon --vocab D ...`.
+    Shared means read-only: a test that changes a run, or counts what is recorded in it (`groc eval`
+    keeps its JSON under RUN/evals/), works on a copy."""
+
+    def __init__(self, root: Path):
+        self.root, self.built = root, {}
+
+    def _once(self, key: tuple, name: str, build) -> Path:
+        """build(out) once per key; each output in a folder of its own, under the name a test would give it."""
+        if key not in self.built:
+            out = Path(tempfile.mkdtemp(dir=self.root)) / name
+            build(out)
+            self.built[key] = out
+        return self.built[key]
+
+    def data(self, text=BOOKS / "austen-persuasion.txt", split="4000,1000", *flags) -> Path:
+        args = ["--train", text, "--split", split, *flags]
+        return self._once(("data", *map(str, args)), "data",
+                          lambda out: run_groc("prepare", *args, "-o", out, check=True))
+
+    def lexicon(self, *datasets) -> Path:
+        args = [arg for d in datasets or (self.data(),) for arg in ("--vocab", d)]
+        return self._once(("lexicon", *map(str, args)), "lex.parquet",
+                          lambda out: run_groc("lexicon", *args, "-o", out, check=True))
+
+    def __call__(self, kind="tied", data=None, lexicon=None, max_tokens=300, **overrides) -> Path:
+        data = data or self.data()
+        if kind == "groc" and lexicon is None:
+            lexicon = self.lexicon(data)
+        flags = dict(zip(TINY[::2], TINY[1::2]))
+        flags.update({"--" + name.replace("_", "-"): str(value) for name, value in overrides.items()})
+        args = ["--output-layer", kind, *(["--lexicon", lexicon] if lexicon else []), "--max-tokens", str(max_tokens),
+                *(arg for pair in flags.items() for arg in pair)]
+        return self._once(("run", str(data), *map(str, args)), kind,
+                          lambda out: run_groc("train", data, "-o", out, *args, check=True))
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """A factory of tiny runs, datasets and lexicons shared within this process (TinyRuns)."""
+    return TinyRuns(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture(autouse=True)

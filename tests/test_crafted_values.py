@@ -38,6 +38,7 @@ def one_line(r):
     return err
 
 
+@pytest.mark.slow
 def test_an_absurd_size_from_a_config_file(work):
     (work / "big.toml").write_text("emb = 100000000000000000\n")
     err = one_line(run_groc("train", "ds", "-o", "new", "--config", "big.toml", "--max-tokens", "50", "--device", "cpu",
@@ -46,6 +47,7 @@ def test_an_absurd_size_from_a_config_file(work):
     assert not (work / "new").exists()
 
 
+@pytest.mark.slow
 def test_a_memory_limit_met_while_building_the_model(work):
     """RLIMIT_AS of 2 GiB (imports fit) and an LSTM of 20,000 units (6.4 GB of weights)."""
     limit = 2 << 30
@@ -76,6 +78,7 @@ def vm_peak_of_groc_version() -> int:
     return int(r.stdout.split()[-1]) * 1024
 
 
+@pytest.mark.slow
 def test_a_memory_limit_met_while_dumping(tmp_path):
     """RLIMIT_AS at the baseline plus 1.5 GiB: torch, numpy and FAISS load (0.8 GiB above it here), the
     dump's 2 GB of float32 states do not (1M predictions of 512 dimensions). Before: a traceback where
@@ -124,6 +127,7 @@ def test_out_of_memory_anywhere_is_one_line():
 RESUME = ["train", "ds", "-o", "run", "--resume", "--max-tokens", "200", "--device", "cpu"]
 
 
+@pytest.mark.slow
 def test_a_truncated_trainer_state(work):
     path = work / "run" / "last" / "trainer.pt"
     data = path.read_bytes()
@@ -132,6 +136,7 @@ def test_a_truncated_trainer_state(work):
     assert "run/last/trainer.pt is truncated or damaged" in err and "re-train" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [
     lambda s: s["position"].update(epoch="one"),
     lambda s: s["position"].update(seconds=[1.0]),

@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import REPO, run_groc
 
+pytestmark = pytest.mark.slow
+
 TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 
 

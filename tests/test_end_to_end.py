@@ -4,7 +4,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from groc_cli.text.dataset import open_dataset
+
+pytestmark = pytest.mark.slow
 
 
 def test_tokenize_pipes_into_prepare_then_lexicon(data_dir, tmp_path):

@@ -6,9 +6,7 @@ import json
 import pytest
 
 from groc_cli.environment import FIELDS, describe, environment
-from tests.conftest import REPO, run_groc
-
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+from tests.conftest import REPO, TINY, run_groc
 
 
 def check_record(record: dict, device: str = "cpu") -> None:
@@ -75,6 +73,7 @@ def test_without_cpuinfo_the_record_names_platforms_processor_and_products_stay_
     assert "arm (no AVX2)" in describe(record)
 
 
+@pytest.mark.slow
 def test_runs_evaluations_and_dumps_record_their_environment(tmp_path):
     books = REPO / "groc_cli" / "data"
     run_groc("prepare", "--train", books / "austen-persuasion.txt", "--split", "3000,500,500", "-o", tmp_path / "data",

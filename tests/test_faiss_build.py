@@ -18,6 +18,7 @@ def emptied_faiss(monkeypatch):
     monkeypatch.setitem(sys.modules, "faiss", types.ModuleType("faiss"))
 
 
+@pytest.mark.slow
 def test_version_names_the_faiss_build(capsys):
     assert main(["--version"]) == 0
     line = capsys.readouterr().out

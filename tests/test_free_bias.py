@@ -10,20 +10,22 @@ from safetensors.torch import load_file
 
 from tests.conftest import REPO, run_groc
 
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+pytestmark = pytest.mark.slow
+
 BOOKS = REPO / "groc_cli" / "data"
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
+def work(tmp_path_factory, tiny_run):
+    """data, far: Persuasion and The Man Who Was Thursday, tokenized and lower-cased; lex.parquet: both
+    vocabularies' lexicon; run: a free-bias GroC run on data (tiny_run's, linked here)."""
     root = tmp_path_factory.mktemp("free-bias")
-    run_groc("prepare", "--train", BOOKS / "austen-persuasion.txt", "--tokenize", "--lower", "--split", "4000,1000",
-             "-o", root / "data", check=True)
-    run_groc("prepare", "--train", BOOKS / "chesterton-thursday.txt", "--tokenize", "--lower", "--split",
-             "3000,1000", "-o", root / "far", check=True)
-    run_groc("lexicon", "--vocab", root / "data", "--vocab", root / "far", "-o", root / "lex.parquet", check=True)
-    run_groc("train", root / "data", "-o", root / "run", "--output-layer", "groc", "--bias", "free", "--lexicon",
-             root / "lex.parquet", "--max-tokens", "96", *TINY, check=True)
+    data = tiny_run.data(BOOKS / "austen-persuasion.txt", "4000,1000", "--tokenize", "--lower")
+    far = tiny_run.data(BOOKS / "chesterton-thursday.txt", "3000,1000", "--tokenize", "--lower")
+    lexicon = tiny_run.lexicon(data, far)
+    for name, path in (("data", data), ("far", far), ("lex.parquet", lexicon),
+                       ("run", tiny_run("groc", data=data, lexicon=lexicon, max_tokens=96, bias="free"))):
+        (root / name).symlink_to(path)
     return root
 
 

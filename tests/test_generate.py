@@ -10,6 +10,8 @@ import torch
 
 from tests.conftest import REPO, TEST_ENV, run_groc
 
+pytestmark = pytest.mark.slow
+
 TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 BOOKS = REPO / "groc_cli" / "data"
 

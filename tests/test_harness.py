@@ -12,6 +12,7 @@ from tests import conftest
 from tests.conftest import REPO, run_env, run_groc
 
 
+@pytest.mark.slow
 def test_a_forked_groc_answers_as_a_fresh_interpreter_does(tmp_path, monkeypatch):
     monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON", raising=False)  # these tests test the fork server
     text = "The cat sat on the mat, said Mr. Smith.\n" * 4_000  # 160 kB: more than a pipe holds, both ways
@@ -52,6 +53,7 @@ def test_a_run_that_changes_a_start_up_variable_gets_a_server_started_with_it(mo
     assert conftest._forkable(env) and not conftest._forkable({**env, "OMP_NUM_THREADS": ""})
 
 
+@pytest.mark.slow
 def test_a_timeout_kills_the_forked_groc_as_subprocess_run_does(tmp_path, monkeypatch):
     monkeypatch.delenv("GROC_TESTS_FRESH_PYTHON", raising=False)
     fifo = tmp_path / "fifo"
@@ -86,6 +88,7 @@ def _leave_as_a_forked_run(code, out_fd: int, marks) -> None:
     zygote._exit(code)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code, status, message", [(0, 0, ""), (None, 0, ""), (3, 3, ""), (256 + 7, 7, ""),
                                                    ("groc: stopped", 1, "groc: stopped\n")])
 def test_a_forked_run_ends_as_the_interpreter_would_without_its_teardown(tmp_path, code, status, message):

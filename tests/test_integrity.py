@@ -21,6 +21,7 @@ def score(work, *extra):
     return ["score", "run", "lines.txt", "--device", "cpu", *extra]
 
 
+@pytest.mark.slow
 def test_run_vocab_with_two_words_swapped(work):
     def swap(words):
         words[5], words[6] = words[6], words[5]
@@ -30,6 +31,7 @@ def test_run_vocab_with_two_words_swapped(work):
     assert "checksum" in err
 
 
+@pytest.mark.slow
 def test_weights_with_nan(work):
     path = work / "run" / "best" / "model.safetensors"
     from safetensors import safe_open
@@ -43,12 +45,14 @@ def test_weights_with_nan(work):
     refused(work, EVAL, "run/best/model.safetensors", "--checkpoint last")
 
 
+@pytest.mark.slow
 def test_start_state_is_there(work):
     assert (work / START).is_file()
     ok = run_groc(*score(work), cwd=work)
     assert ok.returncode == 0, ok.stderr.decode()
 
 
+@pytest.mark.slow
 def test_truncated_start_state(work):
     data = (work / START).read_bytes()
     score(work)
@@ -56,6 +60,7 @@ def test_truncated_start_state(work):
     refused(work, score(work), START, "delete")
 
 
+@pytest.mark.slow
 def test_start_state_of_another_shape(work):
     tensors = load_file(str(work / START))
     tensors["h.0"] = np.zeros((1, 1, 3), dtype=np.float32)
@@ -64,6 +69,7 @@ def test_start_state_of_another_shape(work):
     refused(work, score(work), START, "re-train")
 
 
+@pytest.mark.slow
 def test_start_state_with_nan(work):
     tensors = load_file(str(work / START))
     tensors["c.0"].flat[0] = np.nan
@@ -73,6 +79,7 @@ def test_start_state_with_nan(work):
     assert "NaN" in err
 
 
+@pytest.mark.slow
 def test_states_with_nan_rows(work):
     hidden = np.load(work / "st" / "hidden.npy", mmap_mode="r+")
     hidden[7] = np.nan
@@ -89,6 +96,7 @@ def test_states_with_nan_rows(work):
     assert not (work / "out.parquet").exists()
 
 
+@pytest.mark.slow
 def test_states_with_nan_logp_refused_at_open(work):
     logp = np.load(work / "st" / "logp.npy", mmap_mode="r+")
     logp[3] = np.nan
@@ -99,6 +107,7 @@ def test_states_with_nan_logp_refused_at_open(work):
     assert "row 3" in err
 
 
+@pytest.mark.slow
 def test_states_meta_naming_a_file_outside(work):
     np.save(work / "x.npy", np.zeros(3))
     edit_json(work / "st" / "meta.json", lambda m: m["files"].update({"../../x": {"shape": [3], "dtype": "float64"}}))
@@ -111,6 +120,7 @@ def change_row(path, row, change):
     array.flush()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, change", [("hidden", lambda row: row[::-1]), ("logp", lambda value: value - 0.5)])
 def test_states_changed_after_the_dump(work, name, change):
     """A finite, plausible value changed in place: shapes and finiteness hold, the checksum does not."""
@@ -119,6 +129,7 @@ def test_states_changed_after_the_dump(work, name, change):
     assert "SHA-256" in err
 
 
+@pytest.mark.slow
 def test_states_array_with_bytes_appended(work):
     with open(work / "st" / "targets.npy", "ab") as handle:
         handle.write(b"\0" * 16)
@@ -126,6 +137,7 @@ def test_states_array_with_bytes_appended(work):
     assert "bytes" in err
 
 
+@pytest.mark.slow
 def test_states_without_integrity_records_are_still_read(work):
     """Dumps written before the record are read as before, to the same numbers."""
     meta = json.loads((work / "st" / "meta.json").read_text())

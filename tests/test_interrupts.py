@@ -13,6 +13,8 @@ import pytest
 from tests.conftest import default_signals, run_env
 from tests.test_outputs import leftovers, wait_for
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def big_text(data_dir, tmp_path_factory) -> Path:

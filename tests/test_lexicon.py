@@ -8,6 +8,7 @@ from groc_cli.lexicon import wordnet as wn_module
 from groc_cli.lexicon.extract import LexiconOptions, build_entries, coverage, keep_fraction
 
 
+@pytest.mark.slow
 def test_inflected_forms_reach_wordnet_and_order_is_deterministic(wordnet):
     dogs, ran, the = build_entries(wordnet, ["dogs", "ran", "the"], LexiconOptions())
     assert dogs.synset == "dog.n.01"
@@ -18,12 +19,14 @@ def test_inflected_forms_reach_wordnet_and_order_is_deterministic(wordnet):
     assert the.synset is None and the.relations == [] and the.definition == []
 
 
+@pytest.mark.slow
 def test_limits_and_multiword(wordnet):
     entry, = build_entries(wordnet, ["car"], LexiconOptions(max_relations=5, max_definition=4))
     assert len(entry.relations) == 5 and all("_" not in r for r in entry.relations)
     assert len(entry.definition) == 4
 
 
+@pytest.mark.slow
 def test_keep_fraction_is_seeded(wordnet):
     words = ["dog", "cat", "house", "run", "blue", "quickly", "the", "of"]
     entries = build_entries(wordnet, words, LexiconOptions())
@@ -36,6 +39,7 @@ def test_keep_fraction_is_seeded(wordnet):
     assert keep_fraction(entries, 1.0, seed=3) == entries  # recipes/table4.sh reuses the full-lexicon run for 1.0
 
 
+@pytest.mark.slow
 def test_cli_on_dataset_vocab(groc, data_dir, tmp_path):
     ds = tmp_path / "ptb"
     groc("prepare", "--train", data_dir / "ptb" / "ptb.valid.txt", "-o", ds, check=True)
@@ -50,6 +54,7 @@ def test_cli_on_dataset_vocab(groc, data_dir, tmp_path):
     assert "relations for" in result.stderr.decode()
 
 
+@pytest.mark.slow
 def test_cli_vocab_of_wrong_kind(groc, tmp_path):
     binary = tmp_path / "vocab.bin"
     binary.write_bytes(b"\x00\x01" * 100)
@@ -58,6 +63,7 @@ def test_cli_vocab_of_wrong_kind(groc, tmp_path):
     assert not (tmp_path / "lex.parquet").exists()
 
 
+@pytest.mark.slow
 def test_debian_copy_gets_lexnames(tmp_path, monkeypatch):
     if not wn_module._is_wordnet_dir(wn_module.DEBIAN_WORDNET):
         pytest.skip("Debian's wordnet-base is not installed")

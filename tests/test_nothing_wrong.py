@@ -34,6 +34,7 @@ def test_strict_json_writes_null_and_says_why():
     assert data["nonfinite"] == {"perplexity": "inf", "grid.0.ppl": "nan"}
 
 
+@pytest.mark.slow
 def test_eval_with_the_cache_alone_is_strict_json(work):
     r = run_groc("eval", "run", "ds", "--split", "valid", "--device", "cpu", "--cache", "local", "--cache-weight", "1",
                  cwd=work)
@@ -42,6 +43,7 @@ def test_eval_with_the_cache_alone_is_strict_json(work):
     assert data["perplexity"] is None and data["nonfinite"]["perplexity"] == "inf"
 
 
+@pytest.mark.slow
 def test_score_with_the_cache_alone_is_strict_json(work):
     (work / "lines.txt").write_text("she was not a woman of many words .\n")
     r = run_groc("score", "run", "lines.txt", "--device", "cpu", "--json", "--cache", "unigram", "--cache-weight", "1",
@@ -77,6 +79,7 @@ def test_lexicon_with_more_relations_than_recorded(tmp_path):
         read_lexicon(lexicon_file(tmp_path / "c.parquet", [("ship", many)], max_relations=None), "rebuild it")
 
 
+@pytest.mark.slow
 def test_a_sigkilled_writers_leftovers_are_reclaimed(tmp_path):
     """A real writer (tokenize -o, reading stdin) killed mid-output leaves its temporary file; the
     next writer of that output removes it, and leaves a live writer's alone."""
@@ -108,6 +111,7 @@ def loaded(pristine):
     return load_run(pristine / "run")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call", [lambda m: m.score([[b"the", b"ship"]]), lambda m: m.score([["the", 3]]),
                                   lambda m: m.score_tokens(["the", ""]), lambda m: m.log_probs([b"the"]),
                                   lambda m: m.score([b"the ship"])])
@@ -116,11 +120,13 @@ def test_api_refuses_words_that_are_not_str(loaded, call):
         call(loaded)
 
 
+@pytest.mark.slow
 def test_api_takes_str_where_documented(loaded):
     assert loaded.score(["the ship"])[0].tokens == 3
     assert loaded.log_probs("the").shape == (len(loaded.vocab),)
 
 
+@pytest.mark.slow
 def test_embed_words_refuses_one_str(loaded):
     """Checked before the run's kind: a str is never a list of words."""
     with pytest.raises(GrocError, match=r"not a str.*\['captain'\]"):

@@ -15,9 +15,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, default_signals, run_env, run_groc
+from tests.conftest import REPO, TINY, default_signals, run_env, run_groc
 
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 # Long enough to be interrupted: early stopping never ends it.
 ENDLESS = ["--max-epochs", "1000", "--patience", "1000", "--lr-patience", "1000"]
 
@@ -67,6 +66,7 @@ def one_error_line(result) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_force_keeps_the_old_run_when_the_new_command_is_rejected(work, tmp_path):
     before = digest(work / "run")
     for bad in (["--lr", "nan"], ["--lr", "-1"], ["--clip", "inf"], ["--output-layer", "groc"]):
@@ -77,6 +77,7 @@ def test_force_keeps_the_old_run_when_the_new_command_is_rejected(work, tmp_path
     assert leftovers(work) == []
 
 
+@pytest.mark.slow
 def test_force_swaps_in_the_new_run_only_when_it_is_complete(work, tmp_path):
     run = tmp_path / "run"
     run_groc("train", work / "data", "-o", run, "--max-epochs", "1", *TINY, check=True)
@@ -92,6 +93,7 @@ def test_force_swaps_in_the_new_run_only_when_it_is_complete(work, tmp_path):
     assert digest(run) != before and leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_an_empty_directory_is_a_new_run(work, tmp_path):
     """`mkdir -p runs/x` (or a recipe's lock) before `groc train -o runs/x` is not an existing run."""
     run = tmp_path / "run"
@@ -103,6 +105,7 @@ def test_an_empty_directory_is_a_new_run(work, tmp_path):
     assert (run / "summary.json").exists() and leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 def test_an_interrupted_run_says_where_its_checkpoint_is(work, tmp_path, signum, code, word):
     run = tmp_path / "run"
@@ -118,6 +121,7 @@ def test_an_interrupted_run_says_where_its_checkpoint_is(work, tmp_path, signum,
     assert resumed.returncode == 0, resumed.stderr.decode()
 
 
+@pytest.mark.slow
 def test_a_run_interrupted_in_its_first_epoch_keeps_what_it_trained(work, tmp_path):
     """Ctrl-C before the first checkpoint used to remove the run ("nothing was trained"): the step it
     lands in is finished, checkpointed and resumable, and the resumed run goes on from that step."""
@@ -141,6 +145,7 @@ def test_a_run_interrupted_in_its_first_epoch_keeps_what_it_trained(work, tmp_pa
     assert f"step {step + 1}/".encode() in resumed.stderr and f"step {step}/".encode() not in resumed.stderr
 
 
+@pytest.mark.slow
 def test_a_killed_train_force_leaves_its_pid_and_the_next_writer_reclaims_it(work, tmp_path):
     """train --force trains aside; SIGKILL cleans nothing up, so the aside copy (gigabytes for a large
     model) carries the killed writer's pid, and the next writer of the run removes it."""
@@ -193,6 +198,7 @@ runpy.run_module("groc_cli", run_name="__main__")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["string", "callback", "import"])
 def test_ctrl_c_where_python_cannot_raise_it_still_stops_the_run_with_130(work, tmp_path, where):
     """It used to end the process by SIGINT after groc had cleaned up (status -2 to the parent), or be
@@ -235,6 +241,7 @@ runpy.run_module("groc_cli", run_name="__main__")
 """
 
 
+@pytest.mark.slow
 def test_a_file_system_without_locks_is_written_with_one_warning(work, tmp_path):
     """flock fails with ENOSYS on Lustre mounted `noflock` (ENOLCK on NFS without lockd): every
     writer used to stop with `groc: error: Function not implemented` and leave its lock file."""
@@ -254,6 +261,7 @@ def test_a_file_system_without_locks_is_written_with_one_warning(work, tmp_path)
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
 def test_a_folder_that_takes_no_new_file_is_refused_in_one_line_naming_the_output():
     """/proc passes the writability check for root (as a root-squashed NFS folder does) but refuses every new
@@ -271,6 +279,7 @@ def open_dataset_words(path: Path) -> list[str]:
     return open_dataset(path).vocab
 
 
+@pytest.mark.slow
 def test_a_reader_of_stderr_that_goes_away_stops_the_stage_as_sigpipe_would(work, tmp_path):
     """`groc train ... 2>&1 | head`: rich's broken-pipe handler pointed stdout at /dev/null and
     exited 1, which groc took for stdout's reader gone: status 0, and the run was removed."""
@@ -291,6 +300,7 @@ def test_a_reader_of_stderr_that_goes_away_stops_the_stage_as_sigpipe_would(work
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_in_one_line(work, tmp_path):
     run = tmp_path / "run"
     proc = start("train", work / "data", "-o", run, *TINY, *ENDLESS)
@@ -325,6 +335,7 @@ def test_a_second_writer_is_refused_in_one_line(work, tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_force_never_replaces_another_kind_of_output_nor_an_input(work, tmp_path):
     before = digest(work / "run")
     text = tmp_path / "text.txt"
@@ -358,6 +369,7 @@ def special_files(directory: Path) -> dict[str, Path]:
     return made
 
 
+@pytest.mark.slow
 def test_force_never_replaces_nor_opens_a_special_file(work, tmp_path):
     """A device node, a FIFO or a socket as an output is refused at once in one line, with or without
     --force: --force replaced /dev/full with a regular file and blocked forever opening a FIFO; and
@@ -384,6 +396,7 @@ def test_force_never_replaces_nor_opens_a_special_file(work, tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_eval_outputs_are_never_their_inputs(work, tmp_path):
     per_token = tmp_path / "a.parquet"
     run_groc("eval", work / "run", work / "data", "--split", "valid", "--per-token", per_token, check=True)
@@ -393,6 +406,7 @@ def test_eval_outputs_are_never_their_inputs(work, tmp_path):
     assert per_token.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_missing_parent_directories_are_created_and_a_file_in_the_way_is_refused(work, tmp_path):
     """`-o runs/ptb/tied` works in a fresh checkout, as `mkdir -p` would; every stage's outputs."""
     text = tmp_path / "text.txt"
@@ -417,6 +431,7 @@ def test_missing_parent_directories_are_created_and_a_file_in_the_way_is_refused
     assert blocked.read_text() == "a file, not a directory\n"
 
 
+@pytest.mark.slow
 def test_per_token_to_stdout_is_refused_and_no_json_leaves_stdout_empty(work, tmp_path):
     r = run_groc("eval", work / "run", work / "data", "--split", "valid", "--per-token", "-", cwd=tmp_path)
     assert r.returncode == 2 and "--per-token -" in one_error_line(r) and r.stdout == b""
@@ -440,6 +455,7 @@ def small_disk(path: Path, size: str):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_leaves_nothing(work, tmp_path):
     with small_disk(tmp_path / "disk", "64k") as disk:
         r = run_groc("dump", work / "run", work / "data", "--split", "train", "--dtype", "float32", "-o", disk / "states")
@@ -481,6 +497,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_a_disk_quota_met_is_one_line_that_says_quota_and_leaves_nothing(work, tmp_path):
     """On a cluster's home or project file system the user's quota (EDQUOT) runs out, not the
     device: pyarrow's and safetensors' wordings of it were a traceback or a bare library message."""
@@ -505,6 +522,7 @@ def test_a_disk_quota_met_is_one_line_that_says_quota_and_leaves_nothing(work, t
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_checkpoint_that_does_not_fit_keeps_the_previous_one_whole(work, tmp_path):
     """ENOSPC while `train --resume` writes its next checkpoint: best/, metrics.parquet and
     steps.parquet were replaced (and best/'s start state deleted) while last/ stayed at the old step.
@@ -533,6 +551,7 @@ def test_a_checkpoint_that_does_not_fit_keeps_the_previous_one_whole(work, tmp_p
         assert digest(run) != before and leftovers(run) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,flag", [
     (["--lr", "inf"], "--lr"), (["--max-minutes", "nan"], "--max-minutes"), (["--dropout", "nan"], "--dropout"),
     (["--init-range", "inf"], "--init-range"), (["--lr-decay", "0"], "--lr-decay"),
@@ -545,6 +564,7 @@ def test_invalid_settings_are_refused_before_any_work(work, tmp_path, args, flag
     assert not (tmp_path / "run").exists() and leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_resume_refuses_settings_that_differ_from_the_run(work):
     r = run_groc("train", work / "data", "-o", work / "run", "--resume", *TINY, "--lr", "0.01", "--dropout", "0.5")
     line = one_error_line(r)
@@ -554,6 +574,7 @@ def test_resume_refuses_settings_that_differ_from_the_run(work):
     assert r.returncode == 0, r.stderr.decode()
 
 
+@pytest.mark.slow
 def test_resume_keeps_the_runs_budget_unless_one_is_given(work, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(work / "run", run)  # trained with --max-epochs 1

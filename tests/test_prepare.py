@@ -38,6 +38,7 @@ def test_vocabulary_order_and_limits():
     assert build_vocabulary(counts, 1, 4, True) == ["a", "the", "<eos>", "<unk>"]
 
 
+@pytest.mark.slow
 def test_ptb_counts(groc, data_dir, tmp_path):
     ptb = data_dir / "ptb"
     out = tmp_path / "ptb"
@@ -56,6 +57,7 @@ def test_ptb_counts(groc, data_dir, tmp_path):
     assert json.loads(pq.read_schema(out / "vocab.parquet").metadata[b"groc"])["stage"] == "prepare"
 
 
+@pytest.mark.slow
 def test_wikitext2_counts(groc, data_dir, tmp_path):
     wt = data_dir / "wikitext-2"
     out = tmp_path / "wt2"
@@ -76,6 +78,7 @@ def test_wikitext2_counts(groc, data_dir, tmp_path):
     assert digest.hexdigest() == ds.checksum
 
 
+@pytest.mark.slow
 def test_stdin_and_tokenized_input_are_read_twice_through_an_unnamed_spool(groc, data_dir, tmp_path):
     valid = data_dir / "ptb" / "ptb.valid.txt"
     sums = []
@@ -114,6 +117,7 @@ def test_input_changed_between_readings_is_refused(tmp_path):
         list(lines)
 
 
+@pytest.mark.slow
 def test_split_tokenize_and_oov(groc, data_dir, tmp_path):
     out = tmp_path / "reuters"
     result = groc("prepare", "--train", data_dir / "reuters" / "reuters.test.txt", "--tokenize", "--lower",
@@ -138,6 +142,7 @@ def test_same_content_same_checksum(tmp_path):
     assert m3["checksum"] != m1["checksum"]
 
 
+@pytest.mark.slow
 def test_failures_leave_nothing(groc, data_dir, tmp_path):
     out = tmp_path / "ds"
     result = groc("prepare", "--train", data_dir / "ptb" / "ptb.valid.txt", "--split", "80K,50K", "-o", out)
@@ -171,6 +176,7 @@ def _error_line(result) -> str:
     return err.splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_input_without_words_is_refused_naming_its_flag(groc, data_dir, tmp_path):
     blank = tmp_path / "blank.txt"
     blank.write_text("  \n\t\n\n \u00a0\n\n")
@@ -183,6 +189,7 @@ def test_input_without_words_is_refused_naming_its_flag(groc, data_dir, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.txt"]
 
 
+@pytest.mark.slow
 def test_min_count_that_keeps_no_word_is_refused_and_mostly_unk_warned(groc, data_dir, tmp_path):
     valid = data_dir / "ptb" / "ptb.valid.txt"  # 'the' occurs 4,122 times
     line = _error_line(groc("prepare", "--train", valid, "--min-count", "5000", "-o", tmp_path / "none"))
@@ -196,6 +203,7 @@ def test_min_count_that_keeps_no_word_is_refused_and_mostly_unk_warned(groc, dat
     assert "warning" not in fine.stderr.decode()
 
 
+@pytest.mark.slow
 def test_stdin_met_budgets_leave_the_writer_a_normal_end(tmp_path):
     # --split stops counting once its budgets are met; the rest of stdin is still read, so the
     # command writing into the pipe is not killed by SIGPIPE (a failure under pipefail).
@@ -206,6 +214,7 @@ def test_stdin_met_budgets_leave_the_writer_a_normal_end(tmp_path):
     assert (tmp_path / "ds" / "manifest.json").exists()
 
 
+@pytest.mark.slow
 def test_a_byte_order_mark_is_not_part_of_the_first_word(groc, tmp_path):
     """Windows editors save UTF-8 with a byte-order mark; it used to become a word of its own ('\\ufeffthe')."""
     bom = b"\xef\xbb\xbf"
@@ -232,6 +241,7 @@ def test_a_byte_order_mark_is_not_part_of_the_first_word(groc, tmp_path):
     assert read_vocab_words(word_list) == ["the", "cat"]
 
 
+@pytest.mark.slow
 def test_compressed_text_is_read_as_it_is_and_a_truncated_file_is_one_line(groc, data_dir, tmp_path):
     """WMT's News Crawl comes gzipped: `groc prepare --train news.2007.en.shuffled.gz` said it
     looked binary. gzip, bzip2 and xz files, and compressed stdin, make the dataset that the text
@@ -264,6 +274,7 @@ def test_compressed_text_is_read_as_it_is_and_a_truncated_file_is_one_line(groc,
     assert not (tmp_path / "ds-cut").exists() and not list(tmp_path.glob(".ds-cut*"))
 
 
+@pytest.mark.slow
 def test_a_pipe_given_by_name_is_read_once_and_drained(data_dir, tmp_path):
     """`groc prepare --train <(zcat news.gz)` said `/dev/fd/63 is empty` (a pipe's size is 0), as did
     every stage given a pipe by name, and prepare reads a plain file twice, which a pipe cannot be."""
@@ -321,6 +332,7 @@ def _split_lines(path) -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_shuffle_splits_by_line_in_a_seeded_order_and_blank_lines_can_be_dropped(groc, tmp_path):
     """--split with --shuffle --seed: the splits hold whole input lines drawn at random (the same for the
     same seed, others for another seed), each split in input order, no line in two splits; without

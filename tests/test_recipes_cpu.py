@@ -7,6 +7,7 @@ import json
 import subprocess
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.test_recipes_lib import REPO, recipe_env
 
@@ -47,6 +48,7 @@ def calls(tmp_path) -> list[str]:
     return [c for c in lines if c != "--version"]
 
 
+@pytest.mark.slow
 def test_press_wolf_trains_the_four_rows_as_the_reference_code_and_writes_the_table(tmp_path):
     first = run_recipe("press-wolf.sh", tmp_path, PPL_untied="114.0", PPL_wt="105.5")
     assert first.returncode == 0, first.stderr
@@ -75,6 +77,7 @@ def test_press_wolf_trains_the_four_rows_as_the_reference_code_and_writes_the_ta
     assert calls(tmp_path) == []  # every row was finished: nothing trains or evaluates again
 
 
+@pytest.mark.slow
 def test_cpu_recipes_refuse_bad_rows_and_jobs_before_any_work(tmp_path):
     """JOBS=0 once started rows one at a time and then reported a failure that never happened; EPOCHS=0 let
     every row fail after the data steps. Each is now one line before any work."""
@@ -105,6 +108,7 @@ def test_cpu_recipes_refuse_bad_rows_and_jobs_before_any_work(tmp_path):
     assert not (tmp_path / "converge").exists()
 
 
+@pytest.mark.slow
 def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp_path):
     ppl = {"PPL_ptb_tied": "101.0", "PPL_ptb_adaptive": "95.0", "PPL_ptb_groc": "90.0"}
     first = run_recipe("table2-cpu.sh", tmp_path, **ppl)
@@ -142,6 +146,7 @@ def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp
     assert calls(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_table2_cpu_starts_groc_first_and_keeps_the_table_in_its_order(tmp_path):
     """GroC's row takes as long as several others: started last (the table's order), it trained alone at
     the end with the other cores idle. The two GroC rows start first now; the table keeps its order, and a
@@ -162,6 +167,7 @@ def test_table2_cpu_starts_groc_first_and_keeps_the_table_in_its_order(tmp_path)
     assert [c.rsplit("/ptb-", 1)[1] for c in calls(tmp_path) if c.startswith("train ")] == ["tied", "groc"]
 
 
+@pytest.mark.slow
 def test_table2_cpu_rows_with_records_outlive_the_work_folder(tmp_path):
     """Each finished row's record (summary, config, per-epoch metrics, its four evaluations) is written to
     RECORDS; with the work folder and Figure 3's comparisons lost, a re-run trains and evaluates nothing,
@@ -194,6 +200,7 @@ def test_table2_cpu_rows_with_records_outlive_the_work_folder(tmp_path):
     assert (out / "table2-cpu.md").read_text() == table
 
 
+@pytest.mark.slow
 def test_table2_cpu_two_processes_with_one_queue_from_both_ends_train_each_row_once(tmp_path):
     """docs/reproduction.md runs the table queue from both ends in two processes: each row trains and
     is evaluated once, by whichever process reaches it first; the other waits for it and skips it."""
@@ -222,6 +229,7 @@ def test_table2_cpu_some_kinds_then_the_table(tmp_path):
     assert "compare" not in report
 
 
+@pytest.mark.slow
 def test_table2_cpu_continues_a_row_that_a_lower_epochs_cap_ended_and_evaluates_it_again(tmp_path):
     """A row that the EPOCHS safeguard ended (stop_reason max-epochs) is finished for that EPOCHS, and
     continued from its last checkpoint (--resume, the raised cap, no --config) by a re-run with a
@@ -254,6 +262,7 @@ def test_table2_cpu_continues_a_row_that_a_lower_epochs_cap_ended_and_evaluates_
     assert calls(tmp_path) == []  # early stopping ended the continuation: done
 
 
+@pytest.mark.slow
 def test_converge_trains_the_bias_and_encoder_ab_models_and_keeps_each_record(tmp_path):
     """recipes/converge.sh's one-variable A/Bs of the paper-GroC issue: the free bias, the paper-size encoder and
     both, each GroC (authors' init) with one change; each model's record is kept whole in RECORDS/MODEL/."""

@@ -97,6 +97,7 @@ def test_missing_inputs_fail_before_any_work(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_one_missing_file_is_one_line(built, tmp_path):
     src, _, _ = built
     partial = tmp_path / "src"
@@ -114,6 +115,7 @@ def test_one_missing_file_is_one_line(built, tmp_path):
     assert "news.2009.en.shuffled.gz is there: gunzip -k it" in result.stderr
 
 
+@pytest.mark.slow
 def test_budgets_cut_at_line_ends(built):
     _, out, _ = built
     for domain in DOMAINS:
@@ -127,6 +129,7 @@ def test_budgets_cut_at_line_ends(built):
             assert tokens - longest < budget <= tokens, (domain, split, tokens)
 
 
+@pytest.mark.slow
 def test_splits_come_from_where_the_paper_says(built):
     src, out, _ = built
     # News Crawl: consecutive train, valid, test from the start of the year's file, in order.
@@ -150,6 +153,7 @@ def test_splits_come_from_where_the_paper_says(built):
         assert lines == tokenized(src / "wikitext-103-raw" / f"wiki.{split}.raw", len(lines))
 
 
+@pytest.mark.slow
 def test_lexicon_covers_every_domain(built):
     _, out, _ = built
     words = set(pq.read_table(out / "lexicon.parquet", columns=["word"]).column("word").to_pylist())
@@ -157,6 +161,7 @@ def test_lexicon_covers_every_domain(built):
         assert set(open_dataset(out / domain).words) <= words, domain
 
 
+@pytest.mark.slow
 def test_second_run_skips_everything(built):
     src, out, first = built
     log = out / "commands.log"

@@ -13,6 +13,8 @@ import torch
 
 from tests.conftest import REPO, run_env, run_groc
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = REPO / "recipes" / "gpu-resume.sh"
 TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--device", "cpu", "--seed", "3"]
 

@@ -27,6 +27,7 @@ def bash(script: str, tmp_path: Path, **env):
                           capture_output=True, text=True, env=recipe_env(tmp_path, **env))
 
 
+@pytest.mark.slow
 def test_step_and_capture_skip_done_work_and_keep_failures_out(tmp_path):
     out = tmp_path / "results" / "work" / "a" / "x.json"
     r = bash(f"capture {out} echo '{{\"v\": 1}}'; capture {out} echo '{{\"v\": 2}}'", tmp_path)
@@ -53,6 +54,7 @@ def test_step_and_capture_skip_done_work_and_keep_failures_out(tmp_path):
         assert r.returncode == 0 and shared.stat().st_mode & 0o777 == mode, (umask, oct(shared.stat().st_mode))
 
 
+@pytest.mark.slow
 def test_a_run_that_ran_no_command_removes_only_what_it_made(tmp_path):
     r = bash("echo ran", tmp_path)  # sourced, then done without a command: nothing of its own is left
     assert r.returncode == 0 and r.stdout == "ran\n" and not (tmp_path / "results").exists()
@@ -82,6 +84,7 @@ def test_bad_scale_or_data_stop_before_work(tmp_path):
     assert f"WORK={tmp_path / 'a-file' / 'work'}" in r.stderr and not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_report_writes_markdown_and_parquet_and_refuses_missing_outputs(tmp_path):
     sys.path.insert(0, str(REPO / "recipes" / "lib"))
     try:
@@ -104,6 +107,7 @@ def test_report_writes_markdown_and_parquet_and_refuses_missing_outputs(tmp_path
     assert r.returncode == 2 and "missing" in r.stderr and "no table is written" in r.stderr
 
 
+@pytest.mark.slow
 def test_two_recipes_reaching_one_stage_run_it_once(tmp_path):
     """table2.sh and table3.sh share runs: the second waits for the first's stage, then skips it."""
     out = tmp_path / "results" / "work" / "stage"
@@ -133,6 +137,7 @@ def test_two_recipes_reaching_one_stage_run_it_once(tmp_path):
     assert r.returncode == 0 and "waiting" not in r.stderr and (tmp_path / "other").exists()
 
 
+@pytest.mark.slow
 def test_stages_run_with_one_warning_on_a_file_system_without_locks(tmp_path):
     """flock(1) fails with status 65 where flock(2) is ENOSYS (Lustre mounted noflock): recipes said
     they were waiting for another process that did not exist, at every stage."""
@@ -152,6 +157,7 @@ def test_stages_run_with_one_warning_on_a_file_system_without_locks(tmp_path):
     assert r.returncode == 2 and "has no file locks" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+@pytest.mark.slow
 def test_train_and_finetune_resume_an_interrupted_run_and_skip_a_finished_one(tmp_path):
     # a stand-in for groc that records its arguments and "finishes" a run by writing summary.json
     fake = ('groc() { echo "$*" >> ' + str(tmp_path / "calls") + '; local o; while [ $# -gt 0 ]; do '
@@ -176,6 +182,7 @@ def test_train_and_finetune_resume_an_interrupted_run_and_skip_a_finished_one(tm
     assert f"= {run}/summary.json (trained)" in r.stderr
 
 
+@pytest.mark.slow
 def test_paper_scale_settings_minutes_reuters_min_count_and_index(tmp_path):
     r = bash('echo "${BUDGET[*]}|$REUTERS|${CACHE_UNBOUNDED[*]}|$CROSSDOMAIN_LEX"', tmp_path, SCALE="paper", MINUTES="21")
     assert r.returncode == 0, r.stderr
@@ -191,6 +198,7 @@ def test_paper_scale_settings_minutes_reuters_min_count_and_index(tmp_path):
     assert r.stdout.strip() == f"{tmp_path}/results/work/reuters|{tmp_path}/results/work/crossdomain.lexicon.parquet|"
 
 
+@pytest.mark.slow
 def test_settings_are_table8_configs_at_paper_scale_and_one_model_at_small(tmp_path):
     show = 'emb=(); [ "$SCALE" = paper ] && emb=(--emb 300); settings ptb {}; echo "${{settings[*]}}"'
     r = bash(show.format("deep-residual"), tmp_path, SCALE="paper")
@@ -209,6 +217,7 @@ def test_settings_are_table8_configs_at_paper_scale_and_one_model_at_small(tmp_p
             assert (REPO / "recipes" / "configs" / name / f"{m}.toml").exists(), (ds, m)
 
 
+@pytest.mark.slow
 def test_tiny_scale_is_each_config_at_2x32_on_its_own_slices(tmp_path):
     show = 'settings ptb {}; echo "$WORK|${{settings[*]}}|${{BUDGET[*]}}"'
     r = bash(show.format("adaptive"), tmp_path, SCALE="tiny", MINUTES="3")
@@ -222,6 +231,7 @@ def test_tiny_scale_is_each_config_at_2x32_on_its_own_slices(tmp_path):
     assert r.stdout.strip() == f"{tmp_path}/w/tiny"  # given again to a child process: not nested
 
 
+@pytest.mark.slow
 def test_the_work_tree_is_groc_work_not_the_work_that_hpc_centres_export(tmp_path):
     """TACC and IDRIS set WORK to the user's work file system in every login: a recipe that read it put its
     datasets and runs at the top of that file system and took the user's own `ptb` folder for a done stage."""
@@ -234,6 +244,7 @@ def test_the_work_tree_is_groc_work_not_the_work_that_hpc_centres_export(tmp_pat
     assert [p.name for p in cluster.iterdir()] == ["ptb"]  # nothing made there
 
 
+@pytest.mark.slow
 def test_counts_and_budgets_are_checked_before_any_work(tmp_path):
     """REUTERS_MIN_COUNT, TOKENS and EPOCHS are whole numbers of at least 1 and MINUTES a positive number, or
     the recipe stops in one line before any work (a bad budget used to fail each training after the data)."""
@@ -253,6 +264,7 @@ def test_counts_and_budgets_are_checked_before_any_work(tmp_path):
         assert r.returncode == 0 and r.stdout.strip() == budget, (env, r.stdout, r.stderr)
 
 
+@pytest.mark.slow
 def test_table_recipes_refuse_unknown_kinds_before_any_work(tmp_path):
     for recipe in ("table2.sh", "table5.sh"):
         r = subprocess.run(["bash", str(REPO / "recipes" / recipe)], capture_output=True, text=True,
@@ -262,6 +274,7 @@ def test_table_recipes_refuse_unknown_kinds_before_any_work(tmp_path):
     assert not (tmp_path / "results").exists()  # nothing made, not even the log or an empty folder
 
 
+@pytest.mark.slow
 def test_recipes_refuse_their_own_counts_before_any_work(tmp_path):
     for recipe, var, bad in (("table10.sh", "THREADS", "0"), ("table10.sh", "STEPS", "x"),
                              ("check-open-vocab.sh", "TEST_LINES", "0"), ("check-open-vocab.sh", "CHECK_TOKENS", "6e4")):
@@ -290,6 +303,7 @@ QUICKSTART_GROC = r'''groc() {
 }; export -f groc; '''
 
 
+@pytest.mark.slow
 def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
     """quickstart.sh shares steps.sh with the paper recipes: its outputs go to OUT, TEST_LINES sets the
     test sets' size, and a second run skips every finished step (a stand-in groc records its calls)."""
@@ -332,6 +346,7 @@ def test_quickstart_writes_to_out_and_skips_finished_steps(tmp_path):
         assert not calls.exists() and not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow
 def test_quickstart_run_from_a_terminal_tests_on_its_default_lines_whatever_the_terminal_height(tmp_path):
     """bash sets LINES to the terminal's height once a command has run (checkwinsize), and xterm's
     `resize` exports it: the recipes read LINES for their test-set size, so README's first command,
@@ -375,6 +390,7 @@ def test_quickstart_run_from_a_terminal_tests_on_its_default_lines_whatever_the_
     assert calls.read_text().splitlines().count("tokenize 2500") == 2  # the default, not 33 or 7
 
 
+@pytest.mark.slow
 def test_recipes_cutting_the_same_slices_at_once_all_succeed(tmp_path):
     """Issue 91 §5: tiny-scale slices are cut outside the stage locks; under one fixed .partial name
     one of several recipes died in most trials. Each cuts under its own name and renames."""

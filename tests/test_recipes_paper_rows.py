@@ -95,6 +95,7 @@ def test_keep_refuses_a_crafted_record_and_changes_nothing(tmp_path, case):
     assert sorted(p.name for p in records.iterdir()) == ["ptb-tied"]
 
 
+@pytest.mark.slow
 def test_keep_replaces_an_unconverged_row_with_a_converged_one(tmp_path):
     records = tmp_path / "records"
     for kind in paper_rows.ORDER:  # every row has a record; tied's did not converge, so tied is next
@@ -107,6 +108,7 @@ def test_keep_replaces_an_unconverged_row_with_a_converged_one(tmp_path):
     assert sorted(p.name for p in records.iterdir()) == sorted(f"ptb-{k}" for k in paper_rows.ORDER)  # nothing aside
 
 
+@pytest.mark.slow
 def test_a_whole_slot_rehearsed_on_cpu_then_kept_and_tabled(tmp_path, data_dir, wordnet):
     """gpu-lease.sh row as the lent image runs it (shims, no groc on PATH), SCALE=tiny: the next row (tied) trains,
     is evaluated three ways, and its 8 files come back; keep puts them under RECORDS; the next slot would train

@@ -238,6 +238,7 @@ def run_case(case: str, directory: Path, capsys) -> dict:
     return {"status": status, "stdout": out, "stderr": err, "files": outputs(directory, before)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_report_matches_what_the_recipe_wrote_before(case, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -267,6 +268,7 @@ def test_a_missing_output_stops_the_report_before_any_table(tmp_path, monkeypatc
     assert not list(Path("out").glob("table5.*"))
 
 
+@pytest.mark.slow
 def test_reports_run_from_the_command_line_as_the_recipes_call_them(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     build_case("grid-best", tmp_path)
@@ -326,6 +328,7 @@ report dropped-in --out="$2" --work="$WORK" --names="a b"
 '''
 
 
+@pytest.mark.slow
 def test_a_recipe_folder_dropped_in_is_found_without_editing_a_central_file(tmp_path):
     """recipes/lib as it is, copied beside a new folder: the folder's script reaches its table through
     `report`, and nothing under recipes/lib names it."""
@@ -378,6 +381,7 @@ def test_every_recipe_folder_has_its_script_its_report_and_its_command():
     assert "grid-best" in tables.REPORTS  # a second report of check-wikitext2-caches/
 
 
+@pytest.mark.slow
 def test_the_scripts_output_layers_are_groc_s_registered_ones(tmp_path):
     """recipes/lib/output-layers.txt, which common.sh and the tables read, names every output layer
     groc registers, each once (in the paper's Table 2 order, which the registry does not keep). The

@@ -42,6 +42,7 @@ exit {rc}
     return f"{folder}:{os.environ['PATH']}"
 
 
+@pytest.mark.slow
 def test_bad_arguments_and_no_usable_gpu_stop_before_any_work(tmp_path):
     cases = [
         (["frobnicate"], {}, 2, "unknown verb 'frobnicate'"),
@@ -109,6 +110,7 @@ STAND_IN = r'''groc() {
 }'''
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("setsid") is None or shutil.which("flock") is None, reason="needs setsid and flock")
 def test_tiny_dry_run_start_status_collect(tmp_path, data_dir, wordnet):
     env = {"SCALE": "tiny", "DATA": str(data_dir), "TIED_TRAINED": str(tmp_path / "tied-trained"), "JOBS": "2"}

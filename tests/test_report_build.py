@@ -9,6 +9,8 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from tests.conftest import REPO
 
 BUILD = REPO / "recipes" / "lib" / "build_report.py"
@@ -18,6 +20,7 @@ def build(*args):
     return subprocess.run([sys.executable, str(BUILD), *map(str, args)], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_the_committed_tables_and_figures_are_what_the_committed_records_build():
     r = build("--check")
     assert r.returncode == 0, r.stderr
@@ -28,6 +31,7 @@ def test_the_committed_tables_and_figures_are_what_the_committed_records_build()
         assert (REPO / "docs" / figure).is_file(), figure
 
 
+@pytest.mark.slow
 def test_a_record_that_changes_is_caught(tmp_path):
     records, docs = tmp_path / "records", tmp_path / "docs"
     shutil.copytree(REPO / "docs" / "records", records)

@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from tests.conftest import REPO, run_groc
+from tests.conftest import REPO, TINY, run_groc
 
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -11,22 +11,21 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, run_env, run_groc
+from tests.conftest import REPO, TINY, run_env, run_groc
 
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 BOOKS = REPO / "groc_cli" / "data"
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    """A tied and a GroC run on Persuasion; text.txt: Emma (many words the runs never saw);
-    seen.txt: the start of the runs' own training text (no new words)."""
+def work(tmp_path_factory, tiny_run):
+    """A tied and a GroC run on Persuasion (tiny_run's, linked here); text.txt: Emma (many words the runs
+    never saw); seen.txt: the start of the runs' own training text (no new words)."""
     root = tmp_path_factory.mktemp("score")
-    run_groc("prepare", "--train", BOOKS / "austen-persuasion.txt", "--split", "4000,1000", "-o", root / "data", check=True)
-    run_groc("lexicon", "--vocab", root / "data", "-o", root / "lex.parquet", check=True)
-    run_groc("train", root / "data", "-o", root / "tied", "--output-layer", "tied", "--max-tokens", "300", *TINY, check=True)
-    run_groc("train", root / "data", "-o", root / "groc", "--output-layer", "groc", "--lexicon", root / "lex.parquet",
-             "--max-tokens", "48", *TINY, check=True)
+    data = tiny_run.data(BOOKS / "austen-persuasion.txt", "4000,1000")
+    lexicon = tiny_run.lexicon(data)
+    for name, path in (("data", data), ("lex.parquet", lexicon), ("tied", tiny_run("tied", data=data, max_tokens=300)),
+                       ("groc", tiny_run("groc", data=data, lexicon=lexicon, max_tokens=48))):
+        (root / name).symlink_to(path)
     emma = BOOKS.joinpath("austen-emma.txt").read_text(encoding="utf-8").splitlines()[200:230]
     (root / "text.txt").write_text("\n".join(line.strip() for line in emma) + "\n", encoding="utf-8")
     seen = BOOKS.joinpath("austen-persuasion.txt").read_text(encoding="utf-8").splitlines()[:20]
@@ -49,6 +48,7 @@ def eval_total(work, run: str, text: Path, vocab: str, tmp_path, *flags) -> tupl
     return -out["nll"] * out["tokens"], out["tokens"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["tied", "groc"])
 @pytest.mark.parametrize("vocab, text", [("model", "text.txt"), ("union", "seen.txt")])
 def test_one_stream_totals_are_evals_total(work, tmp_path, run, vocab, text):
@@ -62,6 +62,7 @@ def test_one_stream_totals_are_evals_total(work, tmp_path, run, vocab, text):
     assert total == pytest.approx(expected, rel=1e-6, abs=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run, cache", [("tied", "local"), ("groc", "local"), ("tied", "unigram")])
 def test_a_cache_carries_over_lines_as_in_eval(work, tmp_path, run, cache):
     flags = ["--cache", cache, "--cache-weight", "0.2", "--cache-size", "300"]
@@ -75,6 +76,7 @@ def test_a_cache_carries_over_lines_as_in_eval(work, tmp_path, run, cache):
     assert total != pytest.approx(sum(float(t[0]) for t in plain), abs=1e-3)  # the cache did something
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["tied", "groc"])
 def test_unseen_words_get_finite_scores_and_the_line_adds_up(work, run):
     r = run_groc("score", work / run, "-", "--per-word", "--json", input=b"zzqx the blorfish\n", check=True)
@@ -87,6 +89,7 @@ def test_unseen_words_get_finite_scores_and_the_line_adds_up(work, run):
     assert row["perplexity"] == pytest.approx(math.exp(-row["ln_prob"] / 4))
 
 
+@pytest.mark.slow
 def test_log10_and_reset_per_line(work):
     text = b"the captain was here\nthe captain was here\n"
     _, ln = rows(run_groc("score", work / "tied", "-", input=text, check=True).stdout)
@@ -98,6 +101,7 @@ def test_log10_and_reset_per_line(work):
     assert stream[1] != ln[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["tied", "groc"])
 def test_lines_start_from_the_mean_state_after_eos_of_held_out_text(work, tmp_path, run):
     """Each checkpoint's start_state.safetensors is the mean LSTM state after each <eos> of
@@ -142,6 +146,7 @@ def test_lines_start_from_the_mean_state_after_eos_of_held_out_text(work, tmp_pa
     assert from_zeros[0][0] != scored[0][0]
 
 
+@pytest.mark.slow
 def test_kenlm_layout_pairs_each_word_with_its_id_and_log10_prob(work):
     """--format kenlm writes KenLM query's lines: `word=id n log10prob` per word and </s>, `Total: T OOV: K`,
     then the perplexities including and excluding OOVs; the numbers are the TSV's, in log10."""
@@ -177,12 +182,14 @@ def test_kenlm_layout_pairs_each_word_with_its_id_and_log10_prob(work):
     assert "--format" in help_text and "log10" in help_text
 
 
+@pytest.mark.slow
 def test_tokenize_reads_raw_text(work):
     r = run_groc("score", work / "groc", "-", "--tokenize", "--per-word", "--json", input=b"Anne's captain, here.\n", check=True)
     words = [w for w, _ in json.loads(r.stdout)["words"]]
     assert words[:1] == ["Anne"] and words[-4:] == [",", "here", ".", "<eos>"]
 
 
+@pytest.mark.slow
 def test_output_streams_and_head_ends_it_normally(work):
     """`yes | groc score RUN | head -1`: a line comes out before the input ends, and a closed
     stdout is a normal end (exit 0, nothing on stderr)."""
@@ -204,6 +211,7 @@ def test_output_streams_and_head_ends_it_normally(work):
     assert shell.returncode == 0 and shell.stdout.decode().startswith("ln_prob"), shell.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, stdin, word", [
     (["-"], b"fine\n\xff\xfe\n", "line 2"),
     (["/no/such/file"], None, "no such file"),
@@ -219,6 +227,7 @@ def test_bad_input_is_one_line_and_exit_2(work, args, stdin, word):
     assert r.returncode == 2 and len(err) == 1 and word in err[0], err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, named, takes", [
     (["--cache", "none", "--theta", "0.5"], "--theta", "local"),
     (["--cache", "unigram", "--theta", "0.5"], "--theta", "local"),
@@ -233,6 +242,7 @@ def test_a_cache_setting_the_chosen_cache_does_not_take_is_refused(work, flags, 
     assert err[0].startswith(f"groc: error: {named} is a setting of --cache {takes}") and "not of" in err[0], err
 
 
+@pytest.mark.slow
 def test_a_missing_run_is_one_line(work, tmp_path):
     r = run_groc("score", tmp_path / "nothing", "-", input=b"a\n")
     assert r.returncode == 2 and len(r.stderr.decode().strip().splitlines()) == 1
@@ -243,6 +253,7 @@ def test_import_groc_cli_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_docs_api_examples_run(work, tmp_path, monkeypatch):
     """Every ```python block of docs/api.md, in order, in one namespace, against the tiny runs."""
     blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "api.md").read_text(encoding="utf-8"), re.S)
@@ -256,6 +267,7 @@ def test_docs_api_examples_run(work, tmp_path, monkeypatch):
         exec(compile(block, "docs/api.md", "exec"), namespace)
 
 
+@pytest.mark.slow
 def test_api_matches_the_command_line(work):
     from groc_cli import load_run
 
@@ -273,6 +285,7 @@ def test_api_matches_the_command_line(work):
         load_run(work / "tied").embed_words(["a"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["tied", "groc"])
 def test_weights_say_what_they_are_and_are_not_private(work, run):
     import hashlib
@@ -294,6 +307,7 @@ def test_weights_say_what_they_are_and_are_not_private(work, run):
         assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE((work / run / "config.json").stat().st_mode) == 0o666 & ~umask
 
 
+@pytest.mark.slow
 def test_new_words_leave_the_model_as_it_was(work):
     """Composing unseen words (score, log_probs, embed_words) never changes what the model
     gives for its own vocabulary, and a prefix with an unseen word is read by composition."""
@@ -313,6 +327,7 @@ def test_new_words_leave_the_model_as_it_was(work):
     assert torch.equal(tied.log_probs("the zzqx"), tied.log_probs("the <unk>"))
 
 
+@pytest.mark.slow
 def test_memory_is_bounded_by_settings_not_by_the_length_of_a_line(tmp_path):
     """One 5-million-character line built a tokens x vocabulary matrix (23.7 GB, the OOM killer). Here a
     500,000-character line and a vocabulary of every word of the three embedded novels (~21K): that matrix
@@ -346,6 +361,7 @@ def test_memory_is_bounded_by_settings_not_by_the_length_of_a_line(tmp_path):
     assert math.isfinite(float(table[0][header.index("ln_prob")]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run, vocab", [("tied", "union"), ("groc", "union"), ("groc", "model")])
 def test_batched_scores_are_the_one_at_a_time_scores(work, run, vocab):
     """score() reads sentences side by side (issue 91 §4); each sentence's numbers stay those it gets
@@ -402,6 +418,7 @@ API_BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call, arguments, message", API_BAD, ids=[f"{c}-{m[:24]}" for c, _, m in API_BAD])
 def test_the_api_refuses_wrong_types_and_ranges_with_a_setting_error(work, call, arguments, message):
     """Issue 91 §2: the API's arguments get the SettingError the command line gives, never a
@@ -422,6 +439,7 @@ def test_the_api_refuses_wrong_types_and_ranges_with_a_setting_error(work, call,
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", ["-1", "99999999999999999999999"])
 def test_a_seed_out_of_range_is_one_line(work, seed):
     r = run_groc("generate", work / "tied", "--seed", seed, "--max-tokens", "2")

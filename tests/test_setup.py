@@ -27,6 +27,8 @@ import pytest
 
 from groc_cli.settings import toml_loads
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 VERSIONS = {"faiss-cpu": "1.15.1", "faiss-gpu-cu12": "1.14.1"}
 SWIG = "class IndexFlatL2:\n    def __init__(self, d):\n        self.d = d\n"

@@ -79,6 +79,7 @@ def test_busy_cores_in_a_container_are_its_cgroups_cpu_time_less_this_process(tm
     assert _busy_in_cgroup(0.01, 4) == 0  # unreadable: nothing known to be busy
 
 
+@pytest.mark.slow
 def test_busy_cores_sees_a_process_started_just_now():
     """A spinning process started a moment ago counts (the 1-minute load average would lag)."""
     import subprocess
@@ -109,6 +110,7 @@ def test_set_threads_applies_the_count_and_refuses_nonsense(monkeypatch):
         torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_every_torch_stage_takes_threads(tmp_path):
     for stage in ("train", "finetune", "dump", "eval", "score"):
         assert "--threads" in run_groc(stage, "--help").stdout.decode(), stage
@@ -116,6 +118,7 @@ def test_every_torch_stage_takes_threads(tmp_path):
     assert r.returncode == 2 and "--threads '0'" in r.stderr.decode() and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_more_threads_or_processes_than_cores_are_one_warning_and_the_cores(tmp_path):
     """--threads 100000 printed a false "vocab.parquet is damaged" and segfaulted; --threads 5000 ran
     50x slower without a word; -j 100000 would start as many processes. One warning line, the cores."""
@@ -136,6 +139,7 @@ def test_more_threads_or_processes_than_cores_are_one_warning_and_the_cores(tmp_
     assert len(warnings) == 1 and "-j 100000" in warnings[0] and f"using {cores}" in warnings[0], warnings
 
 
+@pytest.mark.slow
 def test_runs_started_together_share_the_cores(tmp_path):
     """Two `--threads auto` processes started at the same instant: the second takes what the first
     left (claims decided one at a time), not every core again."""

@@ -67,6 +67,7 @@ def test_cli_pipes_stdin_to_stdout(groc):
     assert result.stderr == b""
 
 
+@pytest.mark.slow
 def test_cli_invalid_utf8_names_line(groc, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine line\nsecond \xff line\n")
@@ -80,6 +81,7 @@ def test_cli_invalid_utf8_names_line(groc, tmp_path):
     assert ok.returncode == 0 and ok.stdout.decode().splitlines()[1] == "second \ufffd line"
 
 
+@pytest.mark.slow
 def test_cli_refuses_existing_output_and_bad_inputs(groc, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("some text\n")

@@ -74,6 +74,7 @@ def write_safetensors(path, header, body):
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + body)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["I32", "U32"])
 def test_weights_whose_header_declares_another_dtype(work, dtype):
     """Same bytes, read as another type of the same width: before, perplexity inf."""
@@ -86,6 +87,7 @@ def test_weights_whose_header_declares_another_dtype(work, dtype):
     assert "dtype" in err and name in err and "re-train" in err
 
 
+@pytest.mark.slow
 def test_weights_whose_values_changed_after_writing(work):
     """A tensor's bytes edited in place (a careful forgery keeps every value finite): the checksum the
     file's metadata records no longer matches."""
@@ -99,6 +101,7 @@ def test_weights_whose_values_changed_after_writing(work):
     assert "checksum" in err
 
 
+@pytest.mark.slow
 def test_weights_record_the_checksum_of_their_tensors(work):
     from safetensors.torch import load_file
 
@@ -122,6 +125,7 @@ def column_values(path, column):
     return pq.read_table(path, columns=[column]).column(column).to_numpy().copy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("column, value", [
     ("final_logp", float("nan")), ("final_logp", float("inf")), ("final_logp", float("-inf")), ("final_logp", 0.5),
     ("train_freq", -3), ("position", -1),
@@ -134,6 +138,7 @@ def test_compare_refuses_impossible_values(work, column, value):
     assert "row 7" in err
 
 
+@pytest.mark.slow
 def test_compare_refuses_a_missing_value(work):
     values = column_values(work / "a.parquet", "final_logp").tolist()
     values[3] = None
@@ -141,6 +146,7 @@ def test_compare_refuses_a_missing_value(work):
     one_line(run_groc("compare", "a.parquet", "b.parquet"), "a.parquet", "'final_logp'", "null")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("column, values", [
     ("final_logp", lambda v: [str(x) for x in v]),
     ("train_freq", lambda v: [float(x) for x in v]),
@@ -152,6 +158,7 @@ def test_compare_refuses_columns_of_the_wrong_type(work, column, values):
     one_line(run_groc("compare", "a.parquet", "b.parquet"), "a.parquet", repr(column))
 
 
+@pytest.mark.slow
 def test_compare_takes_narrower_types_as_the_records_keep_them(work):
     """float32 log-probabilities and int32 counts (docs/records' per-token tables) are the same kind."""
     rewrite_column(work / "a.parquet", "final_logp", column_values(work / "a.parquet", "final_logp"), pa.float32())
@@ -166,6 +173,7 @@ DEEP = "[" * 100000 + "]" * 100000
 HUGE = "1" + "0" * 5000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [DEEP, '{"format": "groc-run", "model": ' + DEEP + "}", '{"seed": ' + HUGE + "}",
                                   '{"epochs": 1e999}'])
 def test_a_run_config_with_absurd_json(work, text):
@@ -174,6 +182,7 @@ def test_a_run_config_with_absurd_json(work, text):
     assert "RecursionError" not in err and "set_int_max_str_digits" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["config.json", "summary.json"])
 @pytest.mark.parametrize("text", [DEEP, '{"epochs": ' + HUGE + "}"])
 def test_groc_runs_reports_the_bad_run_and_lists_the_others(work, name, text):
@@ -186,6 +195,7 @@ def test_groc_runs_reports_the_bad_run_and_lists_the_others(work, name, text):
     assert rows["other"]["status"].startswith("damaged"), rows["other"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [DEEP, '{"stage": "eval", "n": ' + HUGE + "}"])
 def test_compare_of_a_table_whose_metadata_is_absurd_json(work, text):
     table = pq.read_table(work / "a.parquet")
@@ -194,6 +204,7 @@ def test_compare_of_a_table_whose_metadata_is_absurd_json(work, text):
     assert "not a Parquet file" not in err and "provenance" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix, text", [(".json", DEEP), (".toml", "a = " + "[" * 100000 + "]" * 100000),
                                           (".json", '{"emb": ' + HUGE + "}")])
 def test_a_config_file_with_absurd_nesting_or_numbers(work, suffix, text):
@@ -203,6 +214,7 @@ def test_a_config_file_with_absurd_nesting_or_numbers(work, suffix, text):
     assert not (work / "new").exists()
 
 
+@pytest.mark.slow
 def test_a_binary_config_file_names_the_file_and_the_flag(work):
     (work / "c.json").write_bytes(bytes(range(256)) * 4)
     err = one_line(run_groc("train", "ds", "-o", "new", "--config", "c.json", "--max-tokens", "50", "--device", "cpu"),
@@ -212,6 +224,7 @@ def test_a_binary_config_file_names_the_file_and_the_flag(work):
 
 # -- memory, disk, threads, figures ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_an_allocation_failing_while_reading_a_healthy_file_is_not_damage(work, capsys, monkeypatch):
     """pyarrow's ArrowMemoryError is an ArrowException too: a memory limit met while reading a run's
     vocabulary called it damaged and advised re-training with --force."""
@@ -268,6 +281,7 @@ def test_a_full_disk_outside_an_output_names_the_path_and_the_free_bytes():
     assert line.startswith("groc: error: no space left") and "/tmp/x/out.json" in line and "bytes free" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["abc", "0", "-1", "2,", "1.5"])
 def test_a_malformed_omp_num_threads_is_groc_s_own_line(work, value):
     r = run_groc(*EVAL, env={"OMP_NUM_THREADS": value})
@@ -275,11 +289,13 @@ def test_a_malformed_omp_num_threads_is_groc_s_own_line(work, value):
     assert "libgomp" not in err and r.returncode == 2 and not r.stdout
 
 
+@pytest.mark.slow
 def test_an_empty_omp_num_threads_is_unset_without_libgomp_s_complaint(work):
     r = run_groc(*EVAL, env={"OMP_NUM_THREADS": ""})
     assert r.returncode == 0 and "libgomp" not in r.stderr.decode(), r.stderr.decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, magic", [("f.jpg", b"\xff\xd8"), ("f.pdf", b"%PDF"), ("f.svg", b"<?xml"),
                                          ("f.png", b"\x89PNG")])
 def test_figures_are_written_in_the_format_their_name_says(work, name, magic):
@@ -292,6 +308,7 @@ def test_figures_are_written_in_the_format_their_name_says(work, name, magic):
     assert (work / ("curve-" + name)).read_bytes().startswith(magic)
 
 
+@pytest.mark.slow
 def test_a_figure_name_of_another_format_is_refused(work):
     one_line(run_groc("compare", "a.parquet", "b.parquet", "--plot", "f.gif"), "f.gif", ".png")
     one_line(run_groc("plot", "run", "-o", "f.docx"), "f.docx", ".png")

@@ -60,6 +60,7 @@ def test_trained_index_round_trips(split, tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_trained_index_mismatch_is_rejected(split, tmp_path):
     train, h, _ = split
     path = tmp_path / "trained.faiss"

@@ -21,6 +21,7 @@ def assert_same(got: np.ndarray, want: np.ndarray, rtol: float, atol: float = 0.
     np.testing.assert_allclose(got[ok], want[ok], rtol=rtol, atol=atol)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache_size", [None, 1, 50, 700])
 @pytest.mark.parametrize("chunk", [1, 37, 512, 3000])
 def test_unigram_matches_reference(ptb_stream, cache_size, chunk):
@@ -36,6 +37,7 @@ def local_refs(ptb_stream):
     return {w: ref.local(h, y, THETAS, w) for w in (1, 100, 700, 5000)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache_size", [1, 100, 700, 5000])
 @pytest.mark.parametrize("chunk,block", [(1, 512), (64, 512), (333, 128), (3000, 256), (3000, 4096)])
 def test_local_matches_reference_float64(ptb_stream, local_refs, cache_size, chunk, block):
@@ -46,6 +48,7 @@ def test_local_matches_reference_float64(ptb_stream, local_refs, cache_size, chu
     assert_same(got, local_refs[cache_size], rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [100, 3000])
 def test_local_float32_close_to_reference(ptb_stream, local_refs, chunk):
     h, y = ptb_stream
@@ -71,6 +74,7 @@ def unbounded_ref(ptb_stream):
     return ref.unbounded(h[:n], y[:n], UNB["knn"], UNB["kernels"], UNB["bandwidth_scales"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk,block", [(1, 1024), (50, 1024), (1500, 128), (1500, 2048)])
 def test_unbounded_flat_matches_exact_knn(ptb_stream, unbounded_ref, chunk, block):
     h, y = ptb_stream

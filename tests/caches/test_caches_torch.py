@@ -46,6 +46,7 @@ def test_search_finds_faiss_flat_neighbours_across_slabs_and_chunks(monkeypatch)
     assert (i[:, 3:] == -1).all() and np.isinf(d[:, 3:]).all() and (i[:, :3] >= 0).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block_size", [1024, 97])
 def test_torch_search_scores_as_faiss_flat(ptb_stream, block_size):
     # The PTB states are exact in float32 (conftest.py): every distance agrees to the last bit.

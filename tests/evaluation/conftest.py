@@ -8,7 +8,6 @@ import torch
 
 from tests.conftest import run_groc
 
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -26,15 +25,14 @@ def one_thread():
 
 
 @pytest.fixture(scope="session")
-def runs(tmp_path_factory, data_dir):
+def runs(tmp_path_factory, data_dir, tiny_run):
     """a: PTB slice (train 2500 / valid 800); wiki: WikiText-2 slice with many words the
-    runs never saw; tied and groc runs trained briefly on a."""
+    runs never saw; tied and groc runs trained briefly on a (tiny_run's, linked here)."""
     root = tmp_path_factory.mktemp("eval")
-    groc1("prepare", "--train", data_dir / "ptb" / "ptb.valid.txt", "--split", "2500,800", "-o", root / "a", check=True)
-    groc1("prepare", "--train", data_dir / "wikitext-2" / "wiki.valid.tokens", "--split", "300,600", "-o", root / "wiki",
-          check=True)
-    groc1("lexicon", "--vocab", root / "a", "-o", root / "lex.parquet", check=True)
-    groc1("train", root / "a", "-o", root / "tied", "--output-layer", "tied", "--max-tokens", "300", *TINY, check=True)
-    groc1("train", root / "a", "-o", root / "groc", "--output-layer", "groc", "--lexicon", root / "lex.parquet",
-          "--max-tokens", "48", *TINY, check=True)
+    a = tiny_run.data(data_dir / "ptb" / "ptb.valid.txt", "2500,800")
+    lexicon = tiny_run.lexicon(a)
+    for name, path in (("a", a), ("wiki", tiny_run.data(data_dir / "wikitext-2" / "wiki.valid.tokens", "300,600")),
+                       ("lex.parquet", lexicon), ("tied", tiny_run("tied", data=a, max_tokens=300)),
+                       ("groc", tiny_run("groc", data=a, lexicon=lexicon, max_tokens=48))):
+        (root / name).symlink_to(path)
     return root

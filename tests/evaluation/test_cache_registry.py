@@ -96,6 +96,7 @@ def cli(*args, command=eval_command):
     return result
 
 
+@pytest.mark.slow
 def test_a_cache_defined_in_a_test_runs_through_groc_eval_and_its_grid(runs, decay):
     args = (runs / "tied", runs / "a", "--split", "valid", "--device", "cpu", "--cache", "decay")
     assert "--decay" in cli("--help").stdout
@@ -125,6 +126,7 @@ def test_a_cache_defined_in_a_test_runs_through_groc_eval_and_its_grid(runs, dec
     assert {(r["decay"], r["cache_weight"]) for r in both["grid"]} == {(d, w) for d in (0.3, 0.9) for w in (0.1, 0.2)}
 
 
+@pytest.mark.slow
 def test_a_cache_defined_in_a_test_runs_through_groc_score_and_load_run(runs, decay, data_dir, tmp_path):
     """The same cache through `groc score` and `load_run(...).score_stream`: its option, its check (the
     flag, or the setting's name) and its scores, which are eval's on the same lines read as one stream."""
@@ -164,6 +166,7 @@ def test_a_cache_defined_in_a_test_runs_through_groc_score_and_load_run(runs, de
     assert str(info.value) == "decay 1.5: must be in (0, 1)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--cache", "decay", "--decay", "1.5"], "--decay 1.5: must be in (0, 1)"),
     (["--cache", "decay", "--grid", "decay=0.5,2"], "--decay 2.0: must be in (0, 1)"),

@@ -122,6 +122,7 @@ def test_misaligned_files_are_refused(tmp_path, pair):
             compare(a, path)
 
 
+@pytest.mark.slow
 def test_cli_refuses_misaligned_files_and_bad_bins_with_one_line(tmp_path, pair, groc):
     a, _ = pair
     other = write_per_token(tmp_path / "d.parquet", 2, COUNTS_B, checksum="data-2")
@@ -132,6 +133,7 @@ def test_cli_refuses_misaligned_files_and_bad_bins_with_one_line(tmp_path, pair,
         assert len(lines) == 1 and lines[0].startswith("groc: error:"), lines
 
 
+@pytest.mark.slow
 def test_cli_json_parquet_and_plot(tmp_path, pair, capsys):
     pytest.importorskip("matplotlib")
     out, png = tmp_path / "bins.parquet", tmp_path / "fig3.png"
@@ -185,6 +187,7 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, pair, capsys, monkeyp
     assert err.startswith("groc: error:") and "[plots]" in err and not (tmp_path / "f.png").exists()
 
 
+@pytest.mark.slow
 def test_heatmap_and_curves_write_pngs(tmp_path):
     pytest.importorskip("matplotlib")
     from groc_cli.plots import curves, heatmap

@@ -55,6 +55,7 @@ def eval_cli(*args):
     return json.loads(lines[0]), result.stderr.decode()
 
 
+@pytest.mark.slow
 def test_stream_perplexity_equals_token_by_token_loop(runs):
     out, err = eval_cli(runs / "tied", runs / "a", "--split", "valid", "--device", "cpu")
     expected = reference_ppl(runs / "tied", runs / "a", "valid")
@@ -67,6 +68,7 @@ def test_stream_perplexity_equals_token_by_token_loop(runs):
     assert odd["perplexity"] == pytest.approx(out["perplexity"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_union_vocabulary_is_finite_for_groc_and_tied(runs):
     out, _ = eval_cli(runs / "groc", runs / "wiki", "--split", "valid", "--vocab", "union", "--downweight-new", "0.5",
                       "--device", "cpu")
@@ -82,6 +84,7 @@ def test_union_vocabulary_is_finite_for_groc_and_tied(runs):
     assert tied["perplexity"] == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_table_model_warns_when_unk_inputs_were_never_trained(runs, tmp_path):
     """Raw text prepared with every training word in the vocabulary has no <unk> to train
     on: a table model that then reads <unk> for new words is warned about (eval and dump);
@@ -112,6 +115,7 @@ def test_table_model_warns_when_unk_inputs_were_never_trained(runs, tmp_path):
     assert "never occurred" not in err
 
 
+@pytest.mark.slow
 def test_caches_run_and_weight_zero_is_no_cache(runs):
     def ppl(**kw):
         return evaluate(runs / "tied", runs / "a", EvalSettings(split="valid", device="cpu", **kw))
@@ -130,6 +134,7 @@ def test_caches_run_and_weight_zero_is_no_cache(runs):
         base["perplexity"], rel=1e-12)
 
 
+@pytest.mark.slow
 def test_per_token_records_match_the_summary(runs, tmp_path):
     path = tmp_path / "tokens.parquet"
     out, _ = eval_cli(runs / "tied", runs / "a", "--split", "valid", "--cache", "local", "--cache-weight", "0.1",
@@ -149,6 +154,7 @@ def test_per_token_records_match_the_summary(runs, tmp_path):
     assert again.returncode != 0 and "--force" in again.stderr.decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--cache-weight", "1.5"], "--cache-weight"),
     (["--cache", "unbounded", "--index", "Bogus99"], "--index"),
@@ -162,6 +168,7 @@ def test_bad_inputs_fail_in_one_line_and_write_nothing(runs, tmp_path, args, mes
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw, message", [
     (dict(knn=0, cache="unbounded"), "knn"),
     (dict(cache="lru"), "cache"),
@@ -176,6 +183,7 @@ def test_bad_settings_raise_one_line_errors(runs, kw, message):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_unbounded_index_auto_is_exact_on_a_small_datastore_and_says_so(runs):
     out, err = eval_cli(runs / "tied", runs / "a", "--split", "valid", "--device", "cpu", "--cache", "unbounded",
                         "--knn", "8", "--cache-weight", "0.2")

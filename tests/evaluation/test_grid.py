@@ -12,6 +12,8 @@ from groc_cli.errors import GrocError
 from groc_cli.evaluation.perplexity import EvalSettings, evaluate
 from tests.evaluation.conftest import groc1 as run_groc
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def states(runs, tmp_path_factory):

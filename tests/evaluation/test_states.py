@@ -11,6 +11,8 @@ from groc_cli.evaluation.perplexity import EvalSettings, evaluate
 from groc_cli.evaluation.states import DumpSettings, dump_states
 from tests.evaluation.conftest import groc1
 
+pytestmark = pytest.mark.slow
+
 
 def test_dump_then_eval_states_matches_live_eval(runs, tmp_path):
     states = tmp_path / "st"

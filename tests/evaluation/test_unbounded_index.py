@@ -11,7 +11,10 @@ import pytest
 from groc_cli.errors import GrocError
 from groc_cli.evaluation import perplexity
 from groc_cli.evaluation.perplexity import EvalSettings, evaluate
-from tests.evaluation.conftest import TINY, groc1 as run_groc
+from tests.conftest import TINY
+from tests.evaluation.conftest import groc1 as run_groc
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -122,6 +122,7 @@ def test_the_choice_comes_from_the_environment_and_is_recorded(monkeypatch):
         kernels.choice()
 
 
+@pytest.mark.slow
 def test_a_bad_choice_stops_training_with_one_line_and_no_run(tmp_path):
     books = REPO / "groc_cli" / "data"
     run_groc("prepare", "--train", books / "austen-persuasion.txt", "--split", "3000,500,500", "-o", tmp_path / "data",

@@ -49,6 +49,7 @@ def corpus(n: int = 400, seed: int = 0) -> torch.Tensor:
     return torch.where(noise, torch.randint(0, len(VOCAB), (n,), generator=g), seq)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_shapes_and_normalisation(kind):
     model = make(kind)
@@ -67,6 +68,7 @@ def test_shapes_and_normalisation(kind):
     assert composed.nll(hidden, ids).shape == (5, 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_training_reduces_loss(kind):
     model = make(kind)
@@ -100,6 +102,7 @@ def test_training_reduces_loss(kind):
     assert after < before - 0.3, (before, after)
 
 
+@pytest.mark.slow
 def test_groc_parameters_independent_of_vocab():
     small = [f"w{i}" for i in range(100)]
     large = [f"w{i}" for i in range(5000)]
@@ -570,6 +573,7 @@ def test_composition_and_its_gradients_equal_a_naive_float64_implementation():
         torch.testing.assert_close(ours[name], grad, msg=name)
 
 
+@pytest.mark.slow
 def test_paper_size_surface_encoder_gives_the_papers_groc_parameter_counts():
     """Table 2: GroC 9M on PTB and WikiText-2; Table 11: 9.7M. The configs' encoder (1,024 filters of widths
     1-6, a 1,024-wide highway and a 1,024 -> d projection) gives them within 5%, with either bias."""

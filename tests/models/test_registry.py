@@ -113,6 +113,7 @@ def _dataset(root: Path, name: str, words: list[str], unseen: list[str], seed: i
     return root / name
 
 
+@pytest.mark.slow
 def test_a_new_output_layer_needs_nothing_in_training_or_evaluation(scaled_tied, tmp_path):
     from groc_cli import load_run
     from groc_cli.evaluation.perplexity import EvalSettings, evaluate

@@ -13,9 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from groc_cli.commands._training_flags import StepProgress
-from tests.conftest import REPO, default_signals, run_env, run_groc
+from tests.conftest import REPO, TINY, default_signals, run_env, run_groc
 
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 COLUMNS = ["step", "epoch", "tokens", "loss", "objective", "lr", "grad_norm", "tokens_per_s", "seconds"]
 
 
@@ -31,6 +30,7 @@ def steps(run):
     return pq.read_table(run / "steps.parquet").to_pydict()
 
 
+@pytest.mark.slow
 def test_every_step_is_logged_and_a_killed_run_keeps_its_log(data, tmp_path):
     run = tmp_path / "run"
     args = ["train", data, "-o", run, *TINY, "--max-epochs", "1000", "--patience", "1000", "--checkpoint-every", "20"]
@@ -54,6 +54,7 @@ def test_every_step_is_logged_and_a_killed_run_keeps_its_log(data, tmp_path):
     assert sum(log["loss"][-10:]) < sum(log["loss"][:10])  # it learns
 
 
+@pytest.mark.slow
 def test_a_resumed_run_whose_budget_is_spent_trains_nothing(data, tmp_path):
     run = tmp_path / "run"
     first = json.loads(run_groc("train", data, "-o", run, *TINY, "--max-tokens", "600", "--json", check=True).stdout)
@@ -64,6 +65,7 @@ def test_a_resumed_run_whose_budget_is_spent_trains_nothing(data, tmp_path):
     assert {name: (run / name).read_bytes() for name in before} == before
 
 
+@pytest.mark.slow
 def test_a_resumed_run_that_early_stopping_ended_trains_nothing(data, tmp_path):
     """Resuming a finished run with a larger --max-epochs must not train past its early stop (it did:
     one more epoch, and on an improvement, training went on and replaced its best checkpoint)."""
@@ -127,6 +129,7 @@ def test_a_progress_bar_of_eval_or_dump_keeps_its_count_whole_in_a_narrow_termin
     assert "4000000/10000000 tok" in shown and "━" in shown, shown  # rich cut it to "4000000/1000…"
 
 
+@pytest.mark.slow
 def test_plot_draws_several_runs(data, tmp_path):
     pytest.importorskip("matplotlib")
     runs = [tmp_path / "a", tmp_path / "b"]
@@ -143,6 +146,7 @@ def test_plot_draws_several_runs(data, tmp_path):
     assert not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.slow
 def test_tensorboard_gets_the_same_curves_and_a_resume_writes_each_step_once(data, tmp_path):
     pytest.importorskip("tensorboard")  # an extra that recipes/setup.sh installs
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -161,6 +165,7 @@ def test_tensorboard_gets_the_same_curves_and_a_resume_writes_each_step_once(dat
     assert [e.value for e in events.Scalars("epoch/valid_ppl")] == pytest.approx(metrics["valid_ppl"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_tensorboard_without_the_package_is_refused_before_any_work(data, tmp_path):
     code = ("import sys; sys.modules['torch.utils.tensorboard'] = None; sys.argv[0] = 'groc'; "
             "from groc_cli.cli import main; sys.exit(main())")

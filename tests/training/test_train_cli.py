@@ -13,9 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.conftest import run_env, run_groc
-
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+from tests.conftest import TINY, run_env, run_groc
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +28,7 @@ def tiny(tmp_path_factory, data_dir):
     return root
 
 
+@pytest.mark.slow
 def test_train_writes_a_complete_run(tiny, tmp_path):
     run = tmp_path / "run"
     result = run_groc("train", tiny / "a", "-o", run, "--output-layer", "tied", "--max-epochs", "2", "--json", *TINY, check=True)
@@ -54,6 +53,7 @@ def test_train_writes_a_complete_run(tiny, tmp_path):
     assert again.returncode != 0 and "--resume" in again.stderr.decode()
 
 
+@pytest.mark.slow
 def test_groc_parameter_count_does_not_depend_on_vocabulary(tiny, tmp_path):
     counts = []
     for name in ("a", "b"):
@@ -67,6 +67,7 @@ def test_groc_parameter_count_does_not_depend_on_vocabulary(tiny, tmp_path):
     assert tied[0] != tied[1]
 
 
+@pytest.mark.slow
 def test_mismatched_lexicon_and_dataset_are_refused_before_training(tiny, tmp_path):
     run = tmp_path / "run"
     r = run_groc("train", tiny / "a", "-o", run, "--output-layer", "groc", "--lexicon", tiny / "lex-b.parquet", *TINY)
@@ -80,6 +81,7 @@ def test_mismatched_lexicon_and_dataset_are_refused_before_training(tiny, tmp_pa
     assert r.returncode != 0 and "another dataset" in r.stderr.decode()
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tiny, tmp_path):
     from groc_cli.models import ModelConfig, build_model
     from groc_cli.text.dataset import open_dataset
@@ -115,6 +117,7 @@ def _metrics(run):
     return [{k: v for k, v in r.items() if k not in ("seconds", "tokens_per_s")} for r in rows], steps.to_pylist()
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(tiny, tmp_path):
     # Bitwise equality needs the same summation order: one thread in every run, on the CPU
     # (CUDA's atomic-add kernels sum in no fixed order, so on a GPU it holds only to rounding).
@@ -146,6 +149,7 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny, tmp_path):
     assert _metrics(full) == _metrics(cut)
 
 
+@pytest.mark.slow
 def test_finetune_unions_vocabularies(tiny, tmp_path):
     base = tmp_path / "base"
     run_groc("train", tiny / "a", "-o", base, "--output-layer", "groc", "--lexicon", tiny / "lex.parquet", "--max-tokens", "300", *TINY, check=True)
@@ -168,6 +172,7 @@ def test_finetune_unions_vocabularies(tiny, tmp_path):
     assert json.loads(r.stdout)["parameters"] > json.loads((tied / "config.json").read_text())["parameters"]
 
 
+@pytest.mark.slow
 def test_two_process_data_parallel_matches_one_process(tiny, tmp_path):
     # Two CPU processes (gloo), also on a machine with one GPU, which cannot host two NCCL ranks.
     common = ["--emb", "16", "--hidden", "24", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3",
@@ -241,6 +246,7 @@ def test_a_damaged_checkpoint_is_a_one_line_error(tmp_path):
         load_weights(model, tmp_path / "best")
 
 
+@pytest.mark.slow
 def test_train_and_finetune_are_one_job_with_two_starts(tiny, data_dir, tmp_path):
     """`train` and `finetune` are one library job, `run_training`, started from a new model or from
     a trained run: the same checks refuse the same mistakes before any work, and --resume extends

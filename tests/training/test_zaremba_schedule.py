@@ -29,6 +29,7 @@ def ptb_slice(tmp_path_factory, data_dir):
     return root / "ptb"
 
 
+@pytest.mark.slow
 def test_the_small_models_schedule_epoch_by_epoch_and_across_a_resume(ptb_slice, tmp_path):
     """Zaremba et al.'s code (and the TensorFlow tutorial) run epochs 1-5 at the full rate and halve it
     after every later epoch: lr · 0.5^max(0, epoch - 1 - 4)."""
@@ -45,6 +46,7 @@ def test_the_small_models_schedule_epoch_by_epoch_and_across_a_resume(ptb_slice,
     assert {s["lr"] for s in steps if s["epoch"] == 6} == {10.0}
 
 
+@pytest.mark.slow
 def test_settings_of_another_optimizer_or_schedule_are_refused(ptb_slice, tmp_path):
     for extra, message in ((["--optimizer", "sgd", "--adam-eps", "1e-6"], "--adam-eps is a setting of optimizer adam"),
                            (["--lr-decay-after", "6"], "--lr-decay-after is a setting of schedule epochs"),
