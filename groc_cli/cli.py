@@ -215,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # one that arrived while another exception was being handled
         status = _interrupted(exc)
     finally:
+        if argv is None:  # groc's own process (the `groc` script, python -m groc_cli), not a caller's: from here
+            interrupts.after_main()  # on a signal ends it at once (before uninstall: never Python's own handler)
         interrupts.uninstall()
     if _memory_ran_out and argv is None:
         # groc's own process (the `groc` script, python -m groc_cli): after an allocation the limit refused,

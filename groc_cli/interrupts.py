@@ -22,6 +22,7 @@ lands where it can be raised. The received signals are kept for the exit status 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -173,3 +174,31 @@ def _unraisable(unraisable) -> None:
         _deliver_later(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
         return
     _hooked(unraisable)
+
+
+def after_main() -> None:
+    """groc's own process once main has its exit status and everything is written: a signal from here until
+    the interpreter has exited (its atexit callbacks, torch's among them, take a moment) ends the process at
+    once with "groc: interrupted" (130) or "groc: terminated" (143). Python's own handler, put back, raised
+    the interrupt inside an atexit callback ("Exception ignored", a traceback, status 0) or, reaching the
+    top, ended the process by the raw signal."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum, code, word in ((signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            continue
+
+        def leave(_signum, _frame, code=code, word=word):
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            try:
+                os.write(2, f"groc: {word}\n".encode())
+            except OSError:
+                pass
+            os._exit(code)
+
+        signal.signal(signum, leave)
+

@@ -588,3 +588,40 @@ def test_resume_keeps_the_runs_budget_unless_one_is_given(work, tmp_path):
     train = json.loads((run / "config.json").read_text())["train"]
     assert (train["max_epochs"], train["checkpoint_every"], train["batch_size"]) == (2, 50, 4)
 
+
+
+def test_a_signal_between_the_renames_of_a_swap_waits_for_the_second(tmp_path, monkeypatch):
+    """`train --force` swaps its new run in with two renames (the old run aside, the new one in): Ctrl-C
+    between them left neither run at the run's path, both aside. It is taken once the new one is in."""
+    from groc_cli.artifacts import atomic
+
+    final, new = tmp_path / "run", tmp_path / ".run.incomplete-1-x"
+    final.mkdir()
+    (final / "summary.json").write_text("old")
+    new.mkdir()
+    (new / "summary.json").write_text("new")
+    renames = []
+
+    def replace(src, dst):
+        renames.append(dst)
+        os.rename(src, dst)
+        if len(renames) == 1:
+            signal.raise_signal(signal.SIGINT)  # lands between the two renames
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            atomic.replace_path(new, final)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert (final / "summary.json").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_signal_after_groc_has_its_exit_status_ends_it_as_interrupted():
+    """After main returned, Python's own handler raised Ctrl-C inside an atexit callback ("Exception
+    ignored", status 0) or, at the top, ended the process by the raw signal (status -2)."""
+    code = ("import atexit, signal\nfrom groc_cli import interrupts\n"
+            "atexit.register(lambda: signal.raise_signal(signal.SIGINT))\ninterrupts.after_main()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=run_env(), preexec_fn=default_signals)
+    assert (r.returncode, r.stderr.decode()) == (130, "groc: interrupted\n")

@@ -29,17 +29,22 @@ def make_parents(path: Path) -> Path:
 
 
 def replace_path(tmp: Path, final: Path) -> None:
-    """Move `tmp` to `final`, replacing what is there (the old entry is removed only after the swap)."""
+    """Move `tmp` to `final`, replacing what is there (the old entry is removed only after the swap). The
+    two renames of a swap are one step for SIGINT and SIGTERM (`_signals_deferred`): a signal between them
+    left neither the old entry nor the new one at `final`, both aside."""
     # mkstemp/mkdtemp create private (0600/0700) entries; give the result ordinary permissions.
     os.chmod(tmp, (0o777 if tmp.is_dir() else 0o666) & ~umask())
     if final.exists():
         trash = final.with_name(f".{final.name}.old-{os.getpid()}")
-        os.replace(final, trash)
-        os.replace(tmp, final)
-        if trash.is_dir():
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            trash.unlink(missing_ok=True)
+        try:
+            with _signals_deferred():
+                os.replace(final, trash)
+                os.replace(tmp, final)
+        finally:  # also when the signal held across the swap is raised at its end
+            if trash.is_dir():
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                trash.unlink(missing_ok=True)
     else:
         os.replace(tmp, final)
 
