@@ -136,26 +136,12 @@ def _run_of(path: Path, data: dict, settings: dict, known: set[str], hashes: dic
     named = Path(str(data["run"]))
     here = path.resolve().parent
     candidates = [named] if named.is_absolute() else [Path.cwd() / named, *(d / named for d in (here, *here.parents))]
-    which = settings.get("checkpoint") if settings.get("checkpoint") in ("best", "last") else "best"
-    checksum = data.get("model_checksum")
     for candidate in candidates:
         try:
             key = str(candidate.resolve())
         except (OSError, ValueError):  # a crafted path (a NUL byte, a symlink loop) names no run
             continue
-        if key not in known:
-            continue
-        if not isinstance(checksum, str):
-            return key
-        weights = Path(key) / which / "model.safetensors"
-        if weights not in hashes:
-            from .artifacts.integrity import sha256_file
-
-            try:
-                hashes[weights] = sha256_file(weights)
-            except OSError:
-                hashes[weights] = None
-        if hashes[weights] == checksum:
+        if key in known and _checked(key, data, settings, hashes) is not None:
             return key
     return None
 
