@@ -219,6 +219,7 @@ def count_splits(
         else:
             names = list(SPLITS[: len(budgets)])
             assigned = assign_budgets(lines, budgets, eos)
+        if budgets is not None:  # how messages name each split of the one input (a shuffled one's too)
             for name in names[1:]:
                 labels[name] = f"the {name} split of {label}"
             labels[source_name] = f"the train split of {label}"
@@ -262,6 +263,15 @@ def content_checksum(vocab_words: list[str], arrays: dict[str, np.ndarray], in_v
     return digest.hexdigest()
 
 
+def _batch_ids(batch: list[str], index: dict[str, int], name: str) -> np.ndarray:
+    """The ids (uint32) of a batch of words of the second reading; a word the first reading did not
+    count means the input `name` changed in between."""
+    try:
+        return np.fromiter(map(index.__getitem__, batch), dtype=np.uint32, count=len(batch))
+    except KeyError as exc:
+        raise _changed(name, f"the word {exc.args[0]!r} is new") from None
+
+
 def _write_ids(lines: Iterator[list[str]], n_lines: int, index: dict[str, int], eos: bool, dtype: np.dtype,
                out: BinaryIO, digest, in_vocab: int, name: str) -> tuple[int, int]:
     """Map the next `n_lines` lines to ids, appended to `out` as raw `dtype`; return (tokens, tokens >= in_vocab)."""
@@ -270,10 +280,7 @@ def _write_ids(lines: Iterator[list[str]], n_lines: int, index: dict[str, int], 
 
     def flush() -> None:
         nonlocal tokens, oov
-        try:
-            ids = np.fromiter(map(index.__getitem__, batch), dtype=np.uint32, count=len(batch))
-        except KeyError as exc:
-            raise _changed(name, f"the word {exc.args[0]!r} is new") from None
+        ids = _batch_ids(batch, index, name)
         digest.update(ids.tobytes())
         out.write(ids.astype(dtype).tobytes())
         tokens += len(ids)
@@ -308,10 +315,7 @@ def _write_assigned(lines: Iterator[list[str]], assignment: np.ndarray, names: l
 
     def flush(name: str) -> None:
         batch = batches[name]
-        try:
-            ids = np.fromiter(map(index.__getitem__, batch), dtype=np.uint32, count=len(batch))
-        except KeyError as exc:
-            raise _changed(labels[name], f"the word {exc.args[0]!r} is new") from None
+        ids = _batch_ids(batch, index, labels[name])
         id_files[name].write(ids.astype(dtype).tobytes())
         counts[name][0] += len(ids)
         counts[name][1] += int(np.count_nonzero(ids >= in_vocab))
