@@ -5,8 +5,9 @@ from __future__ import annotations
 import errno
 import importlib
 import os
-import resource
 import sys
+
+from .errors import address_space_limited
 
 
 def _torch_first_under_a_memory_limit() -> None:
@@ -16,7 +17,7 @@ def _torch_first_under_a_memory_limit() -> None:
     out-of-memory line. Loaded first, torch needs what `python -c "import torch"` needs, so any limit at
     which that works lets groc report what does not fit. Without a limit nothing changes: commands that
     never use torch (tokenize, prepare) do not load it."""
-    if resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY:
+    if not address_space_limited():
         return
     try:
         import torch  # noqa: F401

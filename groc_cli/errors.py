@@ -137,7 +137,7 @@ def out_of_memory(exc: BaseException) -> bool:
         return True
     # oneDNN's kernels (torch's LSTM on the CPU) say only this when their workspace is refused; it has other
     # causes too, so it counts as memory only under an address-space limit (`ulimit -v`).
-    if isinstance(exc, RuntimeError) and "could not create a primitive" in text and _address_space_limited():
+    if isinstance(exc, RuntimeError) and "could not create a primitive" in text and address_space_limited():
         return True
     return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text.lower()
                                               or "bad_alloc" in text or "DefaultCPUAllocator" in text
@@ -145,7 +145,8 @@ def out_of_memory(exc: BaseException) -> bool:
                                               or "size calculation overflowed" in text)
 
 
-def _address_space_limited() -> bool:
+def address_space_limited() -> bool:
+    """Whether the process runs under an address-space limit (RLIMIT_AS, `ulimit -v`)."""
     import resource
 
     return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
