@@ -177,7 +177,8 @@ def test_a_memory_limit_anywhere_in_score_and_generate_is_one_line_never_damage(
         def limited():
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-        starts = subprocess.run([sys.executable, "-m", "groc_cli", "--version"], capture_output=True,
+        # Whether groc and the stage's own modules load at all (not --version, which loads FAISS: the stages do not)
+        starts = subprocess.run([sys.executable, "-m", "groc_cli", stage, "--help"], capture_output=True,
                                 preexec_fn=limited, env=run_env(), timeout=120)
         if starts.returncode != 0:  # too little for Python to load groc itself: nothing groc can say
             continue
