@@ -198,15 +198,15 @@ def _check_values(p: PerToken, logp_column: str) -> None:
     column and the first row, before they turn into a median of NaN or a traceback."""
     with np.errstate(invalid="ignore"):
         bad_logp = ~np.isfinite(p.logp) | (p.logp > LOGP_SLACK)
-    checks = [(logp_column, bad_logp, "log-probabilities must be finite and <= 0"),
-              ("position", p.positions < 0, "positions are >= 0")]
+    checks = [(logp_column, p.logp, bad_logp, "log-probabilities must be finite and <= 0"),
+              ("position", p.positions, p.positions < 0, "positions are >= 0")]
     if p.freq is not None:
-        checks.append(("train_freq", p.freq < 0, "training frequencies are >= 0"))
-    for name, bad, rule in checks:
+        checks.append(("train_freq", p.freq, p.freq < 0, "training frequencies are >= 0"))
+    for name, values, bad, rule in checks:
         rows = np.flatnonzero(bad)
         if len(rows):
             i = int(rows[0])
-            value = {"position": p.positions, "train_freq": p.freq}.get(name, p.logp)[i].item()
+            value = values[i].item()
             raise GrocError(f"{p.path}: column {name!r} holds {value!r} at row {i} ({len(rows):,} such rows; {rule}); "
                             "give files written by 'groc eval --per-token'")
 
