@@ -190,7 +190,10 @@ def bundle(folder: Path, dataset="ptb", kinds=("tied",), logp=(-1.0, -2.0), per_
 
 
 def table2_unpack(folder: Path, out: Path) -> subprocess.CompletedProcess:
-    env = run_env()
+    # unpack reads no corpus, but every recipe wants DATA to be a directory (common.sh): a checkout that
+    # does not sit beside ../shared/data (a clone in /tmp) gives it an empty one
+    env = run_env({"DATA": str(out.parent / "no-corpora")})
+    Path(env["DATA"]).mkdir(exist_ok=True)
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
     return subprocess.run(["bash", str(TABLE2), "unpack", str(folder), str(out)], capture_output=True, text=True,
                           env=env, stdin=subprocess.DEVNULL)
