@@ -219,13 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:  # groc's own process (the `groc` script, python -m groc_cli), not a caller's: from here
             interrupts.after_main()  # on a signal ends it at once (before uninstall: never Python's own handler)
         interrupts.uninstall()
-    if _memory_ran_out and argv is None:
-        # groc's own process (the `groc` script, python -m groc_cli): after an allocation the limit refused,
-        # native libraries' half-started thread pools can crash the interpreter's teardown (a segfault after
-        # the one-line error); everything groc writes is closed by now, so leave without the teardown.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+    if argv is None:
+        # groc's own process (the `groc` script, python -m groc_cli): everything groc writes is closed by now, so
+        # it leaves without the interpreter's teardown, where a signal is no longer groc's to handle. After an
+        # allocation the limit refused, native libraries' half-started thread pools can crash even the atexit
+        # callbacks (a segfault after the one-line error): those are skipped too.
+        interrupts.exit_process(status, callbacks=not _memory_ran_out)
     return status
 
 

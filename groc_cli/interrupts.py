@@ -202,3 +202,26 @@ def after_main() -> None:
 
         signal.signal(signum, leave)
 
+
+def exit_process(status: int, *, callbacks: bool = True) -> None:
+    """End groc's own process with `status` as the interpreter would end it (non-daemon threads joined, the
+    atexit callbacks run unless `callbacks` is false, a collection, stdout and stderr flushed), less its
+    teardown: from there on the interpreter puts the default signal actions back, so a Ctrl-C during the
+    second or so that freeing torch's modules takes ended the process by the raw signal (status -2 to the
+    parent, after groc had written everything and said nothing). Returns only if a flush fails, for the
+    interpreter's own way out (its message, status 120)."""
+    import atexit
+    import gc
+
+    if callbacks:
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        gc.collect()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None: started with it closed (`>&-`)
+                stream.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(status & 0xFF)
+

@@ -625,3 +625,20 @@ def test_a_signal_after_groc_has_its_exit_status_ends_it_as_interrupted():
             "atexit.register(lambda: signal.raise_signal(signal.SIGINT))\ninterrupts.after_main()\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=run_env(), preexec_fn=default_signals)
     assert (r.returncode, r.stderr.decode()) == (130, "groc: interrupted\n")
+
+
+def test_a_signal_while_the_interpreter_would_tear_down_never_kills_groc_by_the_raw_signal(tmp_path):
+    """The interpreter puts the default signal actions back before it frees the modules (torch's take a
+    second or so): a Ctrl-C then ended groc by the raw signal (status -2), after it had written everything.
+    Here an object in a module sends it as it is freed, where a late Ctrl-C would land."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os, signal, time\n"
+        "class Late:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(0.05)\n"
+        "late = Late()\n")
+    env = run_env({"PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
+    r = subprocess.run([sys.executable, "-m", "groc_cli", "tokenize", "--lower"], input=b"Hello, World.\n",
+                       capture_output=True, env=env, preexec_fn=default_signals)
+    assert (r.returncode, r.stdout.decode(), r.stderr.decode()) == (0, "hello , world .\n", "")
