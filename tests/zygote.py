@@ -10,9 +10,9 @@ that needs it, and another where a run changes what those imports or the interpr
 (locale, PYTHON*, allocator, OpenMP settings other than a thread count); GROC_TESTS_FRESH_PYTHON=1
 gives every run a real subprocess instead.
 
-The child ends as the interpreter does on `SystemExit` (non-daemon threads joined, atexit handlers,
-garbage collected, stdout and stderr flushed) but then leaves with os._exit instead of tearing down
-every module torch brought: that teardown took 1.1-1.3 s of every forked run (the objects it frees
+The child ends as groc's own process does (groc_cli.interrupts.exit_process): as the interpreter does on
+`SystemExit` (non-daemon threads joined, atexit handlers, garbage collected, stdout and stderr flushed), then
+os._exit instead of tearing down every module torch brought: that teardown took 1.1-1.3 s of every forked run (the objects it frees
 lie on pages the fork shares, so each one freed is a page copied), more than most runs' work.
 Anything else (an uncaught exception, a flush that fails) takes the interpreter's own way out.
 
@@ -88,10 +88,9 @@ def _run_in_child(request: dict, fds: list[int]) -> None:
 
 
 def _exit(code) -> None:
-    """Leave as the interpreter leaves on SystemExit(code), less the teardown of its modules."""
-    import atexit
-    import gc
-    import threading
+    """Leave as the interpreter leaves on SystemExit(code), less the teardown of its modules (groc's own
+    process leaves this way from its main, so this is for a run that ended before main did)."""
+    from groc_cli.interrupts import exit_process
 
     if code is not None and not isinstance(code, int):  # SystemExit("message"): printed, status 1
         try:
@@ -99,15 +98,8 @@ def _exit(code) -> None:
         except BaseException:
             pass  # as the interpreter ignores it
         code = 1
-    threading._shutdown()  # then, as Py_FinalizeEx: the non-daemon threads joined, the atexit handlers
-    atexit._run_exitfuncs()  # (which this unregisters), a collection, stdout and stderr flushed
-    gc.collect()
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-    except BaseException:
-        raise SystemExit(code) from None  # the interpreter's own way: the error reported, status 120
-    os._exit((code or 0) & 0xFF)
+    exit_process(code or 0)
+    raise SystemExit(code) from None  # a flush failed: the interpreter's own way, the error reported, status 120
 
 
 def _reopen_stdio() -> None:
