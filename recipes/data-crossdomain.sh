@@ -45,7 +45,7 @@
 # script with exit status 2 before any work.
 #
 # Time: not measured at the real sizes (14M tokens per domain); runs here only on small stand-ins
-# (tests/test_recipes_data.py).
+# (tests/recipes/test_data.py).
 set -euo pipefail
 NAME=data-crossdomain.sh
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -2,37 +2,30 @@
 small made-up outputs with the fields each report reads: the printed tables, the Markdown and Parquet files and the plots must be what
 the recipes wrote before their reports moved out of shell heredocs.
 
-The expected files under tests/recipes_expected/ are frozen output: they were written by this
+The expected files under tests/recipes/expected/ are frozen output: they were written by this
 test (GROC_UPDATE_EXPECTED=1) after every case had been run both through the new functions and
 through the heredoc reports of commit 59f61bd (recipes/*.sh as they were then, extracted with
 git show) on the same inputs, with identical results byte for byte: stdout, stderr, exit status
 and every Markdown, Parquet and PNG file. So they hold what the recipes printed and wrote before.
 To change a table on purpose, change its function and regenerate its expected file the same way.
+Each recipe declares its own cases (recipes/NAME/cases.py, with recipes/lib/made_up.py): a new
+recipe adds its cases there and, with GROC_UPDATE_EXPECTED=1, its expected files here.
 """
 
+import importlib.util
 import json
-import math
 import os
 import random
 import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from groc_cli.artifacts.io import write_parquet
+from tests.conftest import REPO
 
-from .conftest import REPO
-
-EXPECTED = Path(__file__).parent / "recipes_expected"
-sys.path.insert(0, str(REPO / "recipes" / "lib"))
-try:
-    import report
-    import tables
-finally:
-    sys.path.pop(0)
+EXPECTED = Path(__file__).parent / "expected"
 
 
 def _write(path: Path, obj) -> None:
@@ -40,161 +33,29 @@ def _write(path: Path, obj) -> None:
     path.write_text(json.dumps(obj))
 
 
-def _lexicon(path: Path, relations: float, definitions: float) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_parquet(pa.table({"word": ["a"]}), path,
-                  {"coverage": {"relations_coverage": relations, "definition_coverage": definitions}})
+def recipe_cases(root: Path = REPO / "recipes") -> dict:
+    """Every recipe's test cases (recipes/NAME/cases.py, ``CASES``), by name: (builder, its keyword
+    arguments, the report's command line). recipes/lib must be importable (made_up, report)."""
+    found: dict = {}
+    for path in sorted(Path(root).glob("*/cases.py")):
+        spec = importlib.util.spec_from_file_location(f"recipe_cases_{path.parent.name.replace('-', '_')}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name, case in module.CASES.items():
+            if name in found:
+                raise ValueError(f"two recipes declare the test case {name}")
+            found[name] = case
+    return found
 
 
-def _ppl(rng: random.Random) -> float:
-    return rng.uniform(60, 900)
+sys.path.insert(0, str(REPO / "recipes" / "lib"))
+try:
+    import report
+    import tables
 
-
-# Builders: each writes, under the current directory, the outputs one report reads (paths as the
-# recipes name them), with values that exercise its formatting: thousands separators, rounding,
-# missing and non-finite values.
-
-def build_table1(rng):
-    for ds, vocab, tokens in (("ptb", 9_999, 887_521), ("wt2", 33_278, 2_088_628)):
-        _write(Path(f"work/{ds}/manifest.json"), {"vocab_size": vocab, "splits": {"train": {"tokens": tokens}}})
-        _lexicon(Path(f"work/{ds}.lexicon.parquet"), rng.random(), rng.random())
-
-
-def build_runs(rng, scale, datasets, names, best_valid=True):
-    for ds in datasets:
-        for i, name in enumerate(names):
-            s = {"parameters": rng.randrange(1_000_000, 30_000_000),
-                 "final": {"valid_ppl": _ppl(rng), "tokens_per_s": rng.uniform(500, 20_000)}}
-            if best_valid or i % 2:  # table2 falls back to final.valid_ppl without best_valid_ppl
-                s["best_valid_ppl"] = _ppl(rng)
-            _write(Path(f"work/runs/{scale}/{ds}-{name}/summary.json"), s)
-            _write(Path(f"work/evals/{scale}/{ds}-{name}.test.json"), {"perplexity": _ppl(rng)})
-
-
-def build_table2(rng, scale="small", datasets=("ptb", "wt2")):
-    build_runs(rng, scale, datasets, report.recipe("table2").PAPER_TABLE2, best_valid=False)
-
-
-def build_table3(rng, scale="small", datasets=("ptb", "wt2")):
-    build_runs(rng, scale, datasets, report.recipe("table3").PAPER_TABLE3)
-
-
-def build_table4(rng, scale="small", fractions=("0", "0.2", "0.5", "1"), train_fractions=("0", "1")):
-    _write(Path(f"work/evals/{scale}/ptb-groc-d0-surf.test.json"), {"perplexity": _ppl(rng)})
-    for f in fractions:
-        _lexicon(Path(f"work/ptb.lexicon.keep{f}.parquet"), rng.random() * float(f), rng.random() * float(f))
-        _write(Path(f"work/evals/{scale}/table4-inference-{f}.json"), {"perplexity": _ppl(rng)})
-    for f in train_fractions:
-        _write(Path(f"work/evals/{scale}/table4-train-{f}.json"), {"perplexity": _ppl(rng)})
-
-
-def build_table5(rng, scale="small", suffix="-min2", tests=("news13", "news14", "web", "wiki", "books")):
-    for kind in ("tied", "groc"):
-        for d in tests:
-            for setting, _ in report.recipe("table5").TABLE5_SETTINGS:
-                _write(Path(f"work/evals/{scale}/table5{suffix}-{kind}-{d}-{setting}.json"),
-                       {"perplexity": _ppl(rng) * 10, "tokens": rng.randrange(5_000, 300_000),
-                        "vocab_size": rng.randrange(5_000, 60_000), "new_words": rng.randrange(100, 20_000),
-                        "oov_rate": rng.random() / 5})
-        for ft in report.recipe("table5").TABLE5_FINETUNING:
-            run = Path(f"work/runs/{scale}/reuters{suffix}-{kind}-ft-{ft}")
-            run.mkdir(parents=True)
-            pq.write_table(pa.table({"epoch": [1, 2, 3], "train_loss": [rng.uniform(4, 7) for _ in range(3)],
-                                     "valid_loss": [rng.uniform(4, 7) for _ in range(3)]}), run / "metrics.parquet")
-
-
-def build_table10(rng, scale="small", datasets=("ptb", "wt2")):
-    for ds in datasets:
-        results = {}
-        for name in ("tied", "lookup", "groc", "groc@update_prob=0.5", "groc@update_prob=0.05"):  # the last not in the paper
-            results[name] = {"seconds_per_step": rng.uniform(0.01, 2), "mean_seconds_per_step": rng.uniform(0.01, 2),
-                             "step_time_vs_tied": rng.uniform(0.5, 9)}
-            if name != "lookup":  # a result without its parameter count reads as 0
-                results[name]["parameters"] = rng.randrange(100_000, 20_000_000)
-        _write(Path(f"work/bench/{scale}/{ds}-train-throughput.json"),
-               {"settings": {"device": "cpu", "threads": 2}, "results": results})
-
-
-def build_figure3(rng, datasets=("ptb", "wt2"), baselines=("tied", "adaptive")):
-    for ds in datasets:
-        for base in baselines:
-            _write(Path(f"out/{ds}-{base}-vs-groc.json"),
-                   {"bins": [{"bin": b, "median_diff": rng.uniform(-0.5, 0.5)} for b in ("1-10", "10-100", ">100")],
-                    "overall": {"median_diff": rng.uniform(-0.2, 0.2)}})
-
-
-def build_figure6(rng):
-    for fig in ("figure6", "figure7"):
-        grid = [{"theta": t, "cache_weight": w, "perplexity": _ppl(rng)} for t in (0, 0.5, 1) for w in (0.034, 0.1, 0.167)]
-        _write(Path(f"out/{fig}-grid.json"),
-               {"grid": grid, "best": min(grid, key=lambda r: r["perplexity"]), "model_perplexity": _ppl(rng)})
-
-
-def build_check_open_vocab(rng, domains=("news14", "wiki", "books"), non_finite=()):
-    for kind in report.recipe("check-open-vocab").CHECK_OUTPUTS:
-        for d in domains:
-            for x in report.recipe("check-open-vocab").CHECK_CACHES:
-                ppl = math.inf if (kind, d, x) in non_finite else _ppl(rng)
-                _write(Path(f"check/evals/{kind}-{d}-{x}.json"), {"perplexity": ppl, "tokens": rng.randrange(9_000, 30_000),
-                                                                   "oov_rate": rng.random() / 5, "new_words": rng.randrange(10, 3_000)})
-
-
-def build_check_wikitext2_caches(rng):
-    _write(Path("out/local-grid.json"), {"model_perplexity": _ppl(rng),
-                                         "best": {"theta": 0.3, "cache_weight": 0.1, "perplexity": _ppl(rng)}})
-    _write(Path("out/unbounded-grid.json"), {"model_perplexity": _ppl(rng), "best": {
-        "knn": 1024, "bandwidth_scale": 0.5, "cache_weight": 0.2, "perplexity": _ppl(rng)}})
-    for name in ("static", "local", "unbounded"):
-        _write(Path(f"out/test-{name}.json"), {"perplexity": _ppl(rng)})
-
-
-QUICKSTART_ENVIRONMENT = {"groc": "0.1.0", "python": "3.11.2", "torch": "2.13.0+cpu", "faiss": "1.15.1", "numpy": "2.4.6",
-                          "pyarrow": "21.0.0", "platform": "Linux-6.1-x86_64", "cpu": "AMD EPYC 7B13",
-                          "cpu_flags": ["sse4_2", "avx", "avx2", "fma"], "torch_cpu_capability": "AVX2", "cpu_count": 2,
-                          "threads": 2, "device": "cpu", "gpu": None, "wordnet": "3.0"}
-
-
-def build_quickstart(rng):
-    for kind in ("tied", "groc"):
-        _write(Path(f"out/{kind}/summary.json"), {"tokens": 170_123, "parameters": rng.randrange(300_000, 500_000)})
-        for d in report.recipe("quickstart").QUICKSTART_SETS:
-            cache_base = _ppl(rng)  # the model the caches are given: GroC's new words down-weighted
-            for n in ("base", "local", "unbounded"):
-                _write(Path(f"out/evals/{kind}-{d}-{n}.json"), {"tokens": rng.randrange(20_000, 40_000), "oov_rate": rng.random() / 5,
-                                                                "new_words": rng.randrange(100, 3_000), "perplexity": _ppl(rng),
-                                                                "model_perplexity": cache_base,
-                                                                "environment": QUICKSTART_ENVIRONMENT})
-
-
-# case: (builder, its keyword arguments, the report's command line). Paths are relative to the
-# case's directory, so that the expected text does not depend on where the test runs.
-CASES = {
-    "table1": (build_table1, {}, ["table1", "--out=out", "--work=work"]),
-    "table2": (build_table2, {}, ["table2", "--out=out", "--work=work", "--scale=small", "--datasets=ptb wt2"]),
-    "table2-paper": (build_table2, {"scale": "paper", "datasets": ["wt2"]},
-                     ["table2", "--out=out", "--work=work", "--scale=paper", "--datasets=wt2"]),
-    "table3": (build_table3, {}, ["table3", "--out=out", "--work=work", "--scale=small", "--datasets=ptb wt2"]),
-    "table4": (build_table4, {}, ["table4", "--out=out", "--work=work", "--scale=small", "--fractions=0 0.2 0.5 1",
-                                  "--train-fractions=0 1"]),
-    "table4-no-training": (build_table4, {"scale": "paper", "fractions": ["0.4"], "train_fractions": []},
-                           ["table4", "--out=out", "--work=work", "--scale=paper", "--fractions=0.4", "--train-fractions="]),
-    "table5": (build_table5, {}, ["table5", "--out=out", "--work=work", "--scale=small",
-                                  "--tests=news13 news14 web wiki books", "--reuters-suffix=-min2", "--reuters-min-count=2"]),
-    "table5-min1-paper": (build_table5, {"scale": "paper", "suffix": "", "tests": ["news14", "web"]},
-                          ["table5", "--out=out", "--work=work", "--scale=paper", "--tests=news14 web",
-                           "--reuters-suffix=", "--reuters-min-count=1"]),
-    "table10": (build_table10, {}, ["table10", "--out=out", "--work=work", "--scale=small", "--datasets=ptb wt2"]),
-    "figure3": (build_figure3, {}, ["figure3", "--out=out", "--scale=small", "--datasets=ptb wt2",
-                                    "--baselines=tied adaptive"]),
-    "figure6": (build_figure6, {}, ["figure6", "--out=out", "--scale=small"]),
-    "check-open-vocab": (build_check_open_vocab, {}, ["check-open-vocab", "--out=out", "--check-dir=check",
-                                                      "--domains=news14 wiki books"]),
-    "check-open-vocab-non-finite": (build_check_open_vocab, {"non_finite": [("tied", "wiki", "local"), ("groc", "books", "none")]},
-                                    ["check-open-vocab", "--out=out", "--check-dir=check", "--domains=news14 wiki books"]),
-    "check-wikitext2-caches": (build_check_wikitext2_caches, {}, ["check-wikitext2-caches", "--out=out"]),
-    "grid-best": (build_check_wikitext2_caches, {}, ["grid-best", "--grid=out/unbounded-grid.json", "--key=bandwidth_scale"]),
-    "quickstart": (build_quickstart, {}, ["quickstart", "--out=out", "--seconds=238"]),
-}
+    CASES = recipe_cases()
+finally:
+    sys.path.pop(0)
 
 
 def build_case(case: str, directory: Path) -> None:
@@ -369,7 +230,7 @@ def test_every_recipe_folder_has_its_script_its_report_and_its_command():
     """recipes/NAME/ holds run.sh and (for a recipe with a table) table.py with a report NAME;
     recipes/NAME.sh, the command README and docs give, runs that folder's script."""
     folders = sorted(p.parent for p in REPO.glob("recipes/*/run.sh"))
-    assert len(folders) == 15
+    assert folders == sorted(p for p in REPO.glob("recipes/*") if p.is_dir() and p.name not in ("lib", "configs"))
     for folder in folders:
         entry = REPO / "recipes" / f"{folder.name}.sh"
         assert f'exec bash "$(dirname "$0")/{folder.name}/run.sh" "$@"' in entry.read_text(), entry
@@ -379,6 +240,13 @@ def test_every_recipe_folder_has_its_script_its_report_and_its_command():
             assert tables.REPORTS[folder.name].__module__ == report.recipe(folder.name).__name__
     assert sorted(p.parent for p in REPO.glob("recipes/*/table.py")) == folders
     assert "grid-best" in tables.REPORTS  # a second report of check-wikitext2-caches/
+
+
+def test_every_recipe_case_runs_a_report_and_has_its_expected_output():
+    """A case declared in recipes/NAME/cases.py runs one of the reports, and each has its frozen output
+    (an expected file without a case, or a case without one, is a recipe half added or half removed)."""
+    assert all(command[0] in tables.REPORTS for _, _, command in CASES.values())
+    assert sorted(p.stem for p in EXPECTED.glob("*.json")) == sorted(CASES)
 
 
 @pytest.mark.slow

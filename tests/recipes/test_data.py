@@ -15,7 +15,7 @@ import pytest
 from groc_cli.text.dataset import open_dataset
 from groc_cli.text.tokenizer import TokenizeOptions, tokenize_line
 
-from .conftest import REPO, run_env
+from tests.conftest import REPO, run_env
 
 SCRIPT = REPO / "recipes" / "data-crossdomain.sh"
 BUDGETS = {"train": 5000, "valid": 2000, "test": 5000}

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import TEST_ENV
-from tests.test_recipes_lib import REPO, recipe_env
-from tests.test_recipes_window import image_env
+from tests.recipes.test_lib import REPO, recipe_env
+from tests.recipes.test_window import image_env
 
 sys.path.insert(0, str(REPO / "recipes" / "lib"))
 import paper_rows  # noqa: E402

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO
 
 
 def recipe_env(tmp_path: Path, **env) -> dict:

@@ -9,7 +9,7 @@ import subprocess
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_recipes_lib import REPO, recipe_env
+from tests.recipes.test_lib import REPO, recipe_env
 
 # A stand-in for groc: prepare/lexicon make their output, train writes the summary.json of a finished
 # run, eval prints a record (its perplexity from the run's name, PPL_<name> in the environment, or 60.0

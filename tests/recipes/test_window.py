@@ -17,7 +17,7 @@ import pytest
 from groc_cli.evaluation.compare import compare
 from groc_cli.settings import toml_loads
 from tests.conftest import TEST_ENV, run_env
-from tests.test_recipes_lib import REPO, recipe_env
+from tests.recipes.test_lib import REPO, recipe_env
 
 SCRIPT = REPO / "recipes" / "gpu-table2.sh"
 KINDS = ["lookup", "convolutional", "tied", "bilinear", "deep-residual", "adaptive", "groc"]
