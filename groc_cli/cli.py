@@ -182,9 +182,7 @@ def _escaping_stderr() -> None:
 
 def _out_of_memory(reading=None) -> str:
     """The one line of any allocation refused (docs/stages.md, "Memory limits"), wherever it happened."""
-    return (f"groc: error: out of memory{f' while reading {reading}' if reading is not None else ''} (the process's "
-            "memory limit, `ulimit -v`, or the machine's); use a smaller --batch-size, --chunk or model, or raise the "
-            "limit")
+    return f"groc: error: {OutOfMemory.wording(reading, batch='--batch-size', chunk='--chunk')}"
 
 
 def _disk_full(exc: OSError) -> str:

@@ -72,9 +72,13 @@ class OutOfMemory(GrocError):
 
     def __init__(self, reading=None):
         self.reading = reading
-        super().__init__("out of memory" + (f" while reading {reading}" if reading is not None else "") +
-                         " (the process's memory limit, `ulimit -v`, or the machine's); use a smaller batch, chunk "
-                         "or model, or raise the limit")
+        super().__init__(self.wording(reading))
+
+    @staticmethod
+    def wording(reading=None, batch: str = "batch", chunk: str = "chunk") -> str:
+        """The message, naming the batch and chunk settings as given (the command line gives its flags)."""
+        return (f"out of memory{f' while reading {reading}' if reading is not None else ''} (the process's memory "
+                f"limit, `ulimit -v`, or the machine's); use a smaller {batch}, {chunk} or model, or raise the limit")
 
 
 class DamagedInput(GrocError):
