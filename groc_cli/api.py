@@ -278,10 +278,10 @@ class LoadedRun:
         if kind == "none":
             return None
         check_unit("cache_weight", weight)
-        check_caches(s)
+        plan = check_caches(s)
         context = CacheContext(dim=self.run.model_config.emb, split="input", device=self.device.type,
                                torch_device=str(self.device), log=log)
-        return CachedStream(CacheSetup(s, context))
+        return CachedStream(CacheSetup(plan, context))
 
     def score(self, sentences: Iterable[Sequence[str] | str], reset: bool = True) -> list[SentenceScore]:
         """Score sentences (token lists, or strings split on whitespace); ``reset=False``

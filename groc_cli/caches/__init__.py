@@ -61,13 +61,16 @@ def make_cache(kind: str, **options) -> StreamCache:
         raise ValueError(
             f"unknown cache kind {kind!r}; choose from {', '.join(CACHE_KINDS)}"
         ) from None
+    import dataclasses
     import inspect
 
-    accepted = set(inspect.signature(cls).parameters)
+    options_class = cls.Options
+    accepted = ({f.name for f in dataclasses.fields(options_class)} if options_class is not None
+                else set(inspect.signature(cls).parameters))
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise ValueError(
             f"unknown option {unknown[0]!r} for the {kind} cache; "
             f"accepted: {', '.join(sorted(accepted))}"
         )
-    return cls(**options)
+    return cls(**options) if options_class is None else cls(options_class(**options).checked())

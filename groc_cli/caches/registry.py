@@ -65,6 +65,9 @@ class ConfiguredCache:
     #: The work it follows, shown in --cache's help: "local (Grave et al. 2017c)".
     source: str = ""
     Settings: type = type(None)
+    #: A dataclass of its construction options, for a class built from one (``make_cache`` then
+    #: passes ``Options(**options).checked()``); None: ``make_cache`` passes the keywords.
+    Options: type | None = None
     grid: tuple[str, ...] = ()
     #: Whether ``score`` needs the hidden states (the unigram cache is given None).
     needs_hidden: bool = True

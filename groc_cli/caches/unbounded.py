@@ -229,9 +229,9 @@ def _as_list(x, name: str) -> list:
     return x
 
 
-@register_cache
-class UnboundedCache(ConfiguredCache):
-    """kNN cache over every previous position, in a FAISS index.
+@dataclass(frozen=True)
+class UnboundedOptions:
+    """The unbounded cache's construction options (``make_cache``'s keywords, with these defaults).
 
     dim: hidden size (inferred from train_vectors when None; needed to build the index
         at construction, so a bad factory string fails early).
@@ -257,49 +257,40 @@ class UnboundedCache(ConfiguredCache):
     search: "faiss" (the index), "torch" (exact search in torch, ``index`` "Flat") or "auto"
         (``choose_search`` on ``device``).
     device: where search="torch" computes and keeps the states (a torch device).
-
-    Columns of ``score`` (see ``settings``): for each k, for each kernel, for each s.
     """
 
-    kind = "unbounded"
-    source = "Grave et al. 2017a"
-    Settings = UnboundedSettings
-    grid = ("knn", "kernel", "bandwidth_scale")
-    needs_length = True  # `knn` is checked against the stream's length, an index trained on its start
-    reads = ("index_load",)
-    writes = ("index_save",)
+    dim: int | None = None
+    index: str = "IVF4096,PQ32"
+    nprobe: int = 8
+    knn: int | Sequence[int] = 1024
+    kernels: str | Sequence[str] = ("gaussian",)
+    bandwidth_scales: float | Sequence[float] = (1.0,)
+    train_vectors: np.ndarray | None = None
+    trained_index: str | os.PathLike | None = None
+    use_gpu: bool | str = "auto"
+    block_size: int = 1024
+    stored_states: np.ndarray | None = None
+    search: str = "faiss"
+    device: str = "cpu"
 
-    def __init__(
-        self,
-        dim: int | None = None,
-        index: str = "IVF4096,PQ32",
-        nprobe: int = 8,
-        knn: int | Sequence[int] = 1024,
-        kernels: str | Sequence[str] = ("gaussian",),
-        bandwidth_scales: float | Sequence[float] = (1.0,),
-        train_vectors: np.ndarray | None = None,
-        trained_index: str | os.PathLike | None = None,
-        use_gpu: bool | str = "auto",
-        block_size: int = 1024,
-        stored_states: np.ndarray | None = None,
-        search: str = "faiss",
-        device: str = "cpu",
-    ):
-        knns = _as_list(knn, "knn")
-        kernels = _as_list(kernels, "kernels")
-        scales = [float(s) for s in _as_list(bandwidth_scales, "bandwidth_scales")]
-        try:  # the settings' own check (``check``), one for both; its messages name the settings
-            self.check(UnboundedSettings(index=index, nprobe=nprobe, search=search),
-                       {"knn": knns, "kernel": kernels, "bandwidth_scale": scales}, chosen=True)
+    def checked(self) -> UnboundedOptions:
+        """These options checked (ValueError naming the bad one; the settings' own check, ``check``,
+        for those it shares with them), then ``normalised``; ``dim`` from ``train_vectors`` if None."""
+        knns = _as_list(self.knn, "knn")
+        kernels = _as_list(self.kernels, "kernels")
+        scales = [float(s) for s in _as_list(self.bandwidth_scales, "bandwidth_scales")]
+        try:  # its messages name the settings
+            UnboundedCache.check(UnboundedSettings(index=self.index, nprobe=self.nprobe, search=self.search),
+                                 {"knn": knns, "kernel": kernels, "bandwidth_scale": scales}, chosen=True)
         except SettingError:
             raise  # its str() names the settings plainly
         except ValueError as exc:
             raise ValueError(named(str(exc))) from None
-        knns = [int(k) for k in knns]
-        if int(block_size) != block_size or block_size < 1:
-            raise ValueError(f"block_size must be an integer >= 1, got {block_size}")
-        if use_gpu not in ("auto", True, False):
-            raise ValueError(f"use_gpu must be 'auto', True or False, got {use_gpu!r}")
+        if int(self.block_size) != self.block_size or self.block_size < 1:
+            raise ValueError(f"block_size must be an integer >= 1, got {self.block_size}")
+        if self.use_gpu not in ("auto", True, False):
+            raise ValueError(f"use_gpu must be 'auto', True or False, got {self.use_gpu!r}")
+        dim, train_vectors = self.dim, self.train_vectors
         if train_vectors is not None:
             train_vectors = np.ascontiguousarray(train_vectors, dtype=np.float32)
             if train_vectors.ndim != 2 or len(train_vectors) == 0:
@@ -310,20 +301,52 @@ class UnboundedCache(ConfiguredCache):
                 dim = train_vectors.shape[1]
         if dim is None or int(dim) != dim or dim < 1:
             raise ValueError("unbounded cache needs dim (the hidden size) or train_vectors")
-        self.dim = int(dim)
-        if train_vectors is not None and train_vectors.shape[1] != self.dim:
+        if train_vectors is not None and train_vectors.shape[1] != int(dim):
             raise ValueError(
-                f"train_vectors have dimension {train_vectors.shape[1]}, expected {self.dim}"
+                f"train_vectors have dimension {train_vectors.shape[1]}, expected {int(dim)}"
             )
-        self.factory = str(index)
-        self.nprobe = int(nprobe)
-        self.knns = knns
-        self.kernels = list(kernels)
-        self.scales = scales
-        self.block_size = int(block_size)
-        self.device = str(device)
+        return dataclasses.replace(self, dim=dim, train_vectors=train_vectors).normalised()
+
+    def normalised(self) -> UnboundedOptions:
+        """The options as the cache keeps them: lists of ints, strings and floats, float32
+        ``train_vectors``, plain ``dim``, ``index``, ``nprobe``, ``block_size`` and ``device``."""
+        vectors = self.train_vectors
+        return dataclasses.replace(
+            self, dim=int(self.dim), index=str(self.index), nprobe=int(self.nprobe),
+            knn=[int(k) for k in _as_list(self.knn, "knn")], kernels=list(_as_list(self.kernels, "kernels")),
+            bandwidth_scales=[float(s) for s in _as_list(self.bandwidth_scales, "bandwidth_scales")],
+            train_vectors=None if vectors is None else np.ascontiguousarray(vectors, dtype=np.float32),
+            block_size=int(self.block_size), device=str(self.device))
+
+
+@register_cache
+class UnboundedCache(ConfiguredCache):
+    """kNN cache over every previous position, in a FAISS index, built from ``UnboundedOptions``
+    (``make_cache("unbounded", ...)``: their keywords, checked).
+
+    Columns of ``score`` (see ``settings``): for each k, for each kernel, for each s.
+    """
+
+    kind = "unbounded"
+    source = "Grave et al. 2017a"
+    Settings = UnboundedSettings
+    Options = UnboundedOptions
+    grid = ("knn", "kernel", "bandwidth_scale")
+    needs_length = True  # `knn` is checked against the stream's length, an index trained on its start
+    reads = ("index_load",)
+    writes = ("index_save",)
+
+    def __init__(self, options: UnboundedOptions):
+        """The cache of ``options``: checked (``UnboundedOptions.checked``), or normalised from
+        settings ``check`` passed (``from_settings``)."""
+        o = options
+        self.dim, self.factory, self.nprobe = o.dim, o.index, o.nprobe
+        self.knns, self.kernels, self.scales = o.knn, o.kernels, o.bandwidth_scales
+        self.block_size = o.block_size
+        self.device = o.device
         self._index = self._new_index()
-        self.search = choose_search(search, is_flat(self._index), torch.device(device).type)
+        self.search = choose_search(o.search, is_flat(self._index), torch.device(o.device).type)
+        use_gpu = o.use_gpu
         if self.search == "torch":
             if not is_flat(self._index):
                 raise ValueError(f"search='torch' is exact search: it replaces index 'Flat', not {self.factory!r}")
@@ -333,14 +356,46 @@ class UnboundedCache(ConfiguredCache):
             raise ValueError(
                 "use_gpu=True but FAISS sees no GPU (install faiss-gpu, or use_gpu='auto')"
             )
-        if self.use_gpu and max(knns) > GPU_MAX_KNN:
+        if self.use_gpu and max(self.knns) > GPU_MAX_KNN:
             raise ValueError(f"knn must be <= {GPU_MAX_KNN} with a FAISS GPU index")
         self.train_seconds = 0.0
         self.train_info: dict = {}
         self._ids = np.zeros(1024, dtype=np.int32)  # target id of each stored position
         self._gpu_res = None
-        self._stored_states = stored_states
+        self._stored_states = o.stored_states
+        self._fill(o.train_vectors, o.trained_index)
+        self.settings = [
+            {
+                "kind": "unbounded",
+                "index": self.factory,
+                "nprobe": self.nprobe,
+                "knn": k,
+                "kernel": kern,
+                "bandwidth_scale": s,
+            }
+            for k in self.knns
+            for kern in self.kernels
+            for s in self.scales
+        ]
+        self.config = {
+            "kind": "unbounded",
+            "dim": self.dim,
+            "index": self.factory,
+            "nprobe": self.nprobe,
+            "knn": self.knns,
+            "kernels": self.kernels,
+            "bandwidth_scales": self.scales,
+            "use_gpu": self.use_gpu,
+            "search": self.search if self.search == "faiss" else f"torch ({self.device})",
+            "block_size": self.block_size,
+            "datastore": "memory" if o.stored_states is None else "stored_states",
+            "training": self.train_info,
+        }
 
+    def _fill(self, train_vectors: np.ndarray | None, trained_index) -> None:
+        """The index made ready for states: loaded from ``trained_index`` or trained on
+        ``train_vectors`` where it needs training, and attached (see ``_attach``)."""
+        stored_states = self._stored_states
         # _index: the whole index, on the CPU (trained, saved, loaded). _store: what states are
         # added to and searched in: _index, or with stored_states its stage before the exact
         # one; a GPU copy when a GPU is used; the torch search for search="torch" (_attach).
@@ -366,34 +421,6 @@ class UnboundedCache(ConfiguredCache):
             self._train(train_vectors)
         if trained_index is None:  # load_trained attaches what it loads
             self._attach()
-
-        self.settings = [
-            {
-                "kind": "unbounded",
-                "index": self.factory,
-                "nprobe": self.nprobe,
-                "knn": k,
-                "kernel": kern,
-                "bandwidth_scale": s,
-            }
-            for k in knns
-            for kern in self.kernels
-            for s in scales
-        ]
-        self.config = {
-            "kind": "unbounded",
-            "dim": self.dim,
-            "index": self.factory,
-            "nprobe": self.nprobe,
-            "knn": knns,
-            "kernels": self.kernels,
-            "bandwidth_scales": scales,
-            "use_gpu": self.use_gpu,
-            "search": self.search if self.search == "faiss" else f"torch ({self.device})",
-            "block_size": self.block_size,
-            "datastore": "memory" if stored_states is None else "stored_states",
-            "training": self.train_info,
-        }
 
     # ---- groc eval: checks and construction from the settings ---------------------------
 
@@ -559,10 +586,11 @@ class UnboundedCache(ConfiguredCache):
         elif ctx.device == "cuda" and faiss.get_num_gpus() == 0:
             ctx.log(f"FAISS sees no GPU (faiss-gpu is not installed): searching {s.index} on the CPU"
                     f"{'' if flat else '; `index` Flat `search` torch would search exactly on the GPU'}")
-        cache = cls(dim=ctx.dim, index=s.index, nprobe=s.nprobe, knn=values["knn"], kernels=values["kernel"],
-                    bandwidth_scales=values["bandwidth_scale"], train_vectors=first_states, trained_index=s.index_load,
-                    use_gpu="auto" if ctx.device == "cuda" else False, search=search, device=ctx.torch_device,
-                    stored_states=ctx.stored_states() if s.datastore == "disk" else None)
+        cache = cls(UnboundedOptions(
+            dim=ctx.dim, index=s.index, nprobe=s.nprobe, knn=values["knn"], kernels=values["kernel"],
+            bandwidth_scales=values["bandwidth_scale"], train_vectors=first_states, trained_index=s.index_load,
+            use_gpu="auto" if ctx.device == "cuda" else False, search=search, device=ctx.torch_device,
+            stored_states=ctx.stored_states() if s.datastore == "disk" else None).normalised())
         if s.index_save:
             cache.save_trained(s.index_save, states={"model_checksum": ctx.model_checksum, "dim": ctx.dim,
                                                      "split": ctx.split})

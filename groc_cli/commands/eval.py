@@ -13,7 +13,7 @@ from ..console import emit_json
 from ..errors import GrocError
 from ..runtime import set_threads
 from ..evaluation.grid import parse_grid
-from ..evaluation.perplexity import EvalSettings, evaluate
+from ..evaluation.perplexity import EvalOutputs, EvalSettings, evaluate
 from ..evaluation.settings import option_help
 from ._inputs import RECORD_JSON, THREADS, VERIFY
 from . import _settings as S
@@ -90,8 +90,8 @@ def eval_command(
             axes = _plot_axes(plot, grid, cache)
             if plot is not None:
                 outputs.enter_context(claim_output(plot, force, "--plot", "file", inputs=(run_dir, dataset, states)))
-            result = evaluate(run_dir, dataset, settings, per_token=per_token, force=force, states_dir=states,
-                              vocab_given="vocab" in origin, split_given="split" in origin, grid_out=grid_out, verify=verify)
+            result = evaluate(run_dir, dataset, settings, EvalOutputs(per_token, grid_out, force), states_dir=states,
+                              vocab_given="vocab" in origin, split_given="split" in origin, verify=verify)
             if plot is not None:
                 _draw(result, settings, cache, axes, plot, run_dir)
         if grid is None:

@@ -66,15 +66,16 @@ def parse_grid(text: str, cache: str) -> dict[str, list]:
     return grid
 
 
-def weights(s: EvalSettings) -> list[float]:
-    """The cache weights: the ``grid`` list, or ``cache_weight`` alone."""
-    return (s.resolved.get("grid") or {}).get(WEIGHT, [s.cache_weight])
+def weights(s: EvalSettings, grid: dict[str, list] | None) -> list[float]:
+    """The cache weights: the list of ``grid`` (parsed, ``parse_grid``; None without one), or
+    ``cache_weight`` alone."""
+    return (grid or {}).get(WEIGHT, [s.cache_weight])
 
 
-def grid_values(s: EvalSettings, cls: type) -> dict[str, list]:
-    """Each grid setting of cache class ``cls``: its ``grid`` list, or its single value as a list."""
-    grid = s.resolved.get("grid") or {}
-    return {f.name: grid.get(grid_name(f), [getattr(s, f.name)])
+def grid_values(s: EvalSettings, cls: type, grid: dict[str, list] | None) -> dict[str, list]:
+    """Each grid setting of cache class ``cls``: its list in ``grid`` (parsed; None without one),
+    or its single value as a list."""
+    return {f.name: (grid or {}).get(grid_name(f), [getattr(s, f.name)])
             for f in dataclasses.fields(cls.Settings) if f.name in cls.grid}
 
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -34,12 +36,12 @@ from ..models import output_layer_class
 from ..runtime import rebalance_threads, resolve_device
 from ..text.dataset import open_dataset
 from ..run_storage import Run
-from .cached import CachedStream, CacheSetup, cache_files, check_caches
+from .cached import CachedStream, CachePlan, CacheSetup, check_caches
 from .grid import add_grid, parse_grid, ppl, weights
 from .settings import EvalSettings, cache_kinds, check_reading, check_split, check_unit, check_vocab
 from .states import open_states
 from .stream import Chunk, load_lexicon, load_model, model_chunks
-from .vocab import run_eval_vocab
+from .vocab import EvalVocab, run_eval_vocab
 
 #: Step 3's u for a table model in union mode, unless one is given (``uniform_share``).
 TABLE_UNION_UNIFORM = 0.01
@@ -65,8 +67,32 @@ def mix_uniform(lp, uniform: float, vocab_size: int):
     return torch.logaddexp(math.log1p(-uniform) + lp, torch.full_like(lp, floor))
 
 
-def validate(s: EvalSettings, kind: str) -> None:
-    """Everything that can be checked without the model. ``kind``: the run's output layer."""
+@dataclass(frozen=True)
+class EvalPlan:
+    """What the checked settings decide, made once (``plan_evaluation``) and read by the stream,
+    the cache and the grid: the ``split`` and ``vocab``, step 3's u (``uniform_weight``: the given
+    one or ``uniform_share``'s), ``grid`` parsed (None without one) and the cache (``CachePlan``).
+    ``settings``: the settings themselves, for the rest."""
+
+    settings: EvalSettings
+    split: str
+    vocab: str
+    uniform_weight: float
+    grid: dict[str, list] | None
+    cache: CachePlan
+
+    def as_dict(self) -> dict:
+        """The settings as records give them: ``uniform_weight`` and ``grid`` as decided."""
+        d = self.settings.as_dict()
+        d["uniform_weight"] = self.uniform_weight
+        if self.grid is not None:
+            d["grid"] = self.grid
+        return d
+
+
+def plan_evaluation(s: EvalSettings, kind: str) -> EvalPlan:
+    """Everything that can be checked without the model, and the plan it decides. ``kind``: the
+    run's output layer."""
     check_vocab(s.vocab)
     if s.cache not in cache_kinds():
         raise SettingError(f"`cache` {s.cache!r}: expected one of {', '.join(cache_kinds())}")
@@ -81,12 +107,10 @@ def validate(s: EvalSettings, kind: str) -> None:
     if table_union and u == 0:
         raise SettingError(f"a {kind} model gives words outside its vocabulary no probability, so `vocab` union "
                            "needs `uniform_weight` > 0 (default 0.01) or perplexity is infinite")
-    s.resolved["uniform_weight"] = u
-    if s.grid is not None:
-        s.resolved["grid"] = parse_grid(s.grid, s.cache)
-    for w in weights(s):  # cache_weight, or its grid list
+    grid = parse_grid(s.grid, s.cache) if s.grid is not None else None
+    for w in weights(s, grid):  # cache_weight, or its grid list
         check_unit("cache_weight", w)
-    check_caches(s)
+    return EvalPlan(s, s.split, s.vocab, u, grid, check_caches(s, grid))
 
 
 def adjust(chunk: Chunk, model_size: int, vocab_size: int, downweight: float, uniform: float) -> np.ndarray:
@@ -101,49 +125,86 @@ def adjust(chunk: Chunk, model_size: int, vocab_size: int, downweight: float, un
     return lp
 
 
-def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, per_token: Path | None = None, force: bool = False,
+@dataclass(frozen=True)
+class EvalOutputs:
+    """The files an evaluation writes besides its summary: ``per_token`` (one row per prediction,
+    one setting), ``grid_out`` (the grid's table); ``force``: replace existing ones (the cache's
+    ``index_save`` too)."""
+
+    per_token: Path | None = None
+    grid_out: Path | None = None
+    force: bool = False
+
+
+@dataclass
+class _Opened:
+    """An evaluation's inputs, checked and opened: the stream's ``chunks`` through ``cached``."""
+
+    run: Run
+    dataset: Any
+    states: Any  # None without ``states_dir``
+    device: Any
+    model_checksum: str
+    model_words: list[str]
+    model_counts: list[int]
+    vocab: EvalVocab
+    cached: CachedStream
+    chunks: Iterator[Chunk]
+
+
+def evaluate(run_dir: Path, dataset_dir: Path, s: EvalSettings, outputs: EvalOutputs = EvalOutputs(),
              states_dir: Path | None = None, vocab_given: bool = True, split_given: bool = True,
-             grid_out: Path | None = None, verify: bool = False) -> dict:
+             verify: bool = False) -> dict:
     """Evaluate; returns the JSON summary. With ``states_dir``, ``s.vocab`` and ``s.split`` default
     to the states' own (``*_given`` False). With ``s.grid`` every combination is scored in
     the same pass; the summary's perplexity is the best one's and ``grid`` lists them all.
     Each output file is locked from its check until it is written (one writer per output)."""
-    with contextlib.ExitStack() as outputs:
-        return _evaluate(run_dir, dataset_dir, s, per_token, force, states_dir, vocab_given, split_given, grid_out,
-                         outputs, verify)
+    with contextlib.ExitStack() as claims:
+        started = time.perf_counter()
+        run = Run(run_dir)
+        dataset = open_dataset(dataset_dir, verify)
+        states = None
+        if states_dir is not None:
+            states = open_states(states_dir)
+            states.settle(s, vocab_given, split_given)
+        check_split(dataset, s.split)
+        plan = plan_evaluation(s, run.model_config.output)
+        _claim(plan, outputs, claims, (run_dir, dataset_dir, states_dir))
+        opened = _open(plan, run, dataset, states)
+        totals = _score(plan, opened, outputs.per_token)
+        return _summary(plan, opened, totals, outputs, states_dir, started)
 
 
-def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_dir, vocab_given, split_given, grid_out,
-              outputs: contextlib.ExitStack, verify: bool) -> dict:
-    started = time.perf_counter()
-    run = Run(run_dir)
-    dataset = open_dataset(dataset_dir, verify)
-    kind = run.model_config.output
-    states = None
-    if states_dir is not None:
-        states = open_states(states_dir)
-        states.settle(s, vocab_given, split_given)
-    check_split(dataset, s.split)
-    validate(s, kind)
-    if per_token is not None and s.grid is not None:
+def _claim(plan: EvalPlan, outputs: EvalOutputs, claims: contextlib.ExitStack, inputs: tuple) -> None:
+    """Refuse outputs the plan cannot write, then check and lock each (held by ``claims``); none may
+    replace one of ``inputs`` (the run, dataset and states), the lexicon or a file the cache reads."""
+    if outputs.per_token is not None and plan.grid is not None:
         raise SettingError("`per_token` records one setting: drop `grid`, or evaluate the best grid setting again with "
                            "`per_token`")
-    if grid_out is not None and s.grid is None:
+    if outputs.grid_out is not None and plan.grid is None:
         raise SettingError("`grid_out` needs `grid`")
-    reads, writes = cache_files(s)
-    inputs = (run_dir, dataset_dir, states_dir, s.lexicon, *reads)
-    for path, flag, what in ((per_token, "`per_token`", "per-token table"), (grid_out, "`grid_out`", "grid table"), *writes):
+    reads, writes = plan.cache.files()
+    inputs = (*inputs, plan.settings.lexicon, *reads)
+    for path, flag, what in ((outputs.per_token, "`per_token`", "per-token table"),
+                             (outputs.grid_out, "`grid_out`", "grid table"), *writes):
         if path is not None:
-            outputs.enter_context(claim_output(Path(path), force, flag, what, inputs))
+            claims.enter_context(claim_output(Path(path), outputs.force, flag, what, inputs))
+
+
+def _open(plan: EvalPlan, run: Run, dataset, states) -> _Opened:
+    """The model (or the dumped ``states``), the evaluation vocabulary and the cache, checked before
+    any work; the stream of chunks they give."""
+    s, kind = plan.settings, run.model_config.output
     lexicon = load_lexicon(s.lexicon, kind)
     device = resolve_device(s.device)
     model_checksum = run.model_checksum(s.checkpoint) if states is None else states.meta["model_checksum"]
-    setup = CacheSetup(s, CacheContext(dim=run.model_config.emb, split=s.split, has_states=states is not None,
-                                       device=device.type, torch_device=str(device), model_checksum=model_checksum,
-                                       stored_states=states.hidden if states is not None else None, log=log))
+    setup = CacheSetup(plan.cache, CacheContext(dim=run.model_config.emb, split=plan.split, has_states=states is not None,
+                                                device=device.type, torch_device=str(device),
+                                                model_checksum=model_checksum,
+                                                stored_states=states.hidden if states is not None else None, log=log))
     if states is not None:
-        states.check(run, dataset, s.split, s.checkpoint)
-    model_words, model_counts, vocab = run_eval_vocab(run, dataset, s.split, s.vocab)
+        states.check(run, dataset, plan.split, s.checkpoint)
+    model_words, model_counts, vocab = run_eval_vocab(run, dataset, plan.split, plan.vocab)
     total = len(vocab.targets) - 1
     setup.check_stream(total)
     cached = CachedStream(setup)
@@ -153,14 +214,19 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
         chunks = model_chunks(model, vocab, device, s.chunk)
     else:
         chunks = states.chunks(vocab, s.chunk)
-    log(f"evaluating {kind} model on {s.split}: {total:,} predictions, {s.vocab} vocabulary of {vocab.size:,} words"
-        f"{f', {s.cache} cache' if s.cache != 'none' else ''}")
+    log(f"evaluating {kind} model on {plan.split}: {total:,} predictions, {plan.vocab} vocabulary of {vocab.size:,} words"
+        f"{f', {plan.cache.kind} cache' if plan.cache.kind != 'none' else ''}")
+    return _Opened(run, dataset, states, device, model_checksum, model_words, model_counts, vocab, cached, chunks)
 
-    u = s.resolved["uniform_weight"]
-    based = ((c, adjust(c, vocab.model_size, vocab.size, s.downweight_new, u)) for c in chunks)
+
+def _score(plan: EvalPlan, o: _Opened, per_token: Path | None) -> tuple[float, np.ndarray, int]:
+    """The stream scored: the model's NLL (steps 1-3), each column's final NLL and the number of
+    predictions; each prediction's row written to ``per_token`` where given."""
+    based = ((c, adjust(c, o.vocab.model_size, o.vocab.size, plan.settings.downweight_new, plan.uniform_weight))
+             for c in o.chunks)
     # For the per-token table only, in the dataset's width (2 or 4 bytes a token, not int64's 8): what eval
     # holds per token of the split is what grows with its length (docs/benchmarks.md).
-    split_ids = dataset.ids(s.split) if per_token is not None else None
+    split_ids = o.dataset.ids(plan.split) if per_token is not None else None
     model_nll = 0.0
     final_nll = None
     count = 0
@@ -169,11 +235,12 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
         if per_token is not None:
             from .records import PerTokenWriter
 
-            meta = provenance("eval", run=str(run.path), dataset_checksum=dataset.checksum,
-                              model_checksum=model_checksum, settings=s.as_dict())
-            writer = stack.enter_context(PerTokenWriter(Path(per_token), dataset.words, model_words, model_counts, meta))
-        advance = stack.enter_context(progress(f"eval {s.split}", total=total, unit="tok"))
-        for chunk, base, final in cached.run(based):
+            meta = provenance("eval", run=str(o.run.path), dataset_checksum=o.dataset.checksum,
+                              model_checksum=o.model_checksum, settings=plan.as_dict())
+            writer = stack.enter_context(PerTokenWriter(Path(per_token), o.dataset.words, o.model_words,
+                                                        o.model_counts, meta))
+        advance = stack.enter_context(progress(f"eval {plan.split}", total=len(o.vocab.targets) - 1, unit="tok"))
+        for chunk, base, final in o.cached.run(based):
             model_nll -= float(base.sum())
             column_nll = -final.sum(axis=0)
             final_nll = column_nll if final_nll is None else final_nll + column_nll
@@ -183,6 +250,15 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
             if writer is not None:
                 pos = np.arange(chunk.start + 1, chunk.start + 1 + len(chunk))
                 writer.write(pos, split_ids[pos], base, final[:, 0])
+    return model_nll, final_nll, count
+
+
+def _summary(plan: EvalPlan, o: _Opened, totals: tuple, outputs: EvalOutputs, states_dir: Path | None,
+             started: float) -> dict:
+    """The JSON summary of the scored stream (``totals``: ``_score``'s), the grid's table written
+    where ``outputs`` name one, and the log line."""
+    model_nll, final_nll, count = totals
+    s, kind, vocab, per_token = plan.settings, o.run.model_config.output, o.vocab, outputs.per_token
     seconds = time.perf_counter() - started
     best = int(np.argmin(final_nll))
     oov = int(vocab.oov[1:].sum())
@@ -197,25 +273,25 @@ def _evaluate(run_dir, dataset_dir, s: EvalSettings, per_token, force, states_di
         "model_vocab_size": vocab.model_size,
         "new_words": vocab.new_words,
         "model": kind,
-        "run": str(run.path),
-        "dataset": str(dataset.path),
-        "model_checksum": model_checksum,
-        "dataset_checksum": dataset.checksum,
+        "run": str(o.run.path),
+        "dataset": str(o.dataset.path),
+        "model_checksum": o.model_checksum,
+        "dataset_checksum": o.dataset.checksum,
         "states": str(states_dir) if states_dir is not None else None,
-        "settings": s.as_dict(),
-        "cache_config": cached.cache.config if cached.cache is not None else None,
+        "settings": plan.as_dict(),
+        "cache_config": o.cached.cache.config if o.cached.cache is not None else None,
         "per_token": str(per_token) if per_token is not None else None,
         "seconds": round(seconds, 3),
         "tokens_per_s": round(count / max(seconds, 1e-9), 1),
-        "environment": environment(str(device), s.lexicon or (run.lexicon_path if output_layer_class(kind).needs_lexicon else None)),
+        "environment": environment(str(o.device), s.lexicon or (o.run.lexicon_path if output_layer_class(kind).needs_lexicon else None)),
         # States from 'groc dump' (the model's log-probs) were computed where the dump ran.
-        "states_environment": states.meta.get("environment") if states is not None else None,
+        "states_environment": o.states.meta.get("environment") if o.states is not None else None,
     }
-    if s.grid is not None:
-        rows = add_grid(result, cached.columns(), final_nll, best, grid_out, run=str(run.path), dataset_checksum=
-                        dataset.checksum, model_checksum=model_checksum, settings=s.as_dict(),
+    if plan.grid is not None:
+        rows = add_grid(result, o.cached.columns(), final_nll, best, outputs.grid_out, run=str(o.run.path), dataset_checksum=
+                        o.dataset.checksum, model_checksum=o.model_checksum, settings=plan.as_dict(),
                         model_perplexity=result["model_perplexity"], tokens=count)
-    cache_text = f", {s.cache} cache (weight {rows[best]['cache_weight'] if s.grid else s.cache_weight}) over model ppl {result['model_perplexity']:.2f}" if s.cache != "none" else ""
-    log(f"{s.split}: perplexity {result['perplexity']:.2f} over {count:,} tokens ({s.vocab} vocabulary, {vocab.size:,} words, "
+    cache_text = f", {plan.cache.kind} cache (weight {rows[best]['cache_weight'] if plan.grid else s.cache_weight}) over model ppl {result['model_perplexity']:.2f}" if plan.cache.kind != "none" else ""
+    log(f"{plan.split}: perplexity {result['perplexity']:.2f} over {count:,} tokens ({plan.vocab} vocabulary, {vocab.size:,} words, "
         f"OOV {100 * result['oov_rate']:.2f}%){cache_text}; {seconds:.1f}s, {result['tokens_per_s']:,.0f} tok/s")
     return result

@@ -23,7 +23,7 @@ from ..settings import default_of, flag_of, setting
 VOCAB_MODES = ("model", "union")
 
 #: Fields of EvalSettings that are not settings.
-_STATE = ("resolved", "caches")
+_STATE = ("caches",)
 
 
 @dataclass(init=False)
@@ -31,8 +31,8 @@ class EvalSettings:
     """Every ``groc eval`` setting; keyword arguments name any of them, the caches' included.
 
     ``caches`` holds the registered caches' settings by name (one value for a setting several
-    caches declare); ``of(cls)`` is one cache's Settings. ``resolved`` holds values the
-    evaluation derived (the default uniform weight, the parsed ``grid``)."""
+    caches declare); ``of(cls)`` is one cache's Settings. What the evaluation decides from them
+    (the default uniform weight, the parsed ``grid``) is its plan's (``perplexity.EvalPlan``)."""
 
     split: str = setting("test", "Split to evaluate: train, valid or test (default: test, or the split of `states`).")
     vocab: str = setting("model", "model: closed vocabulary, unknown words -> <unk> (default, or that of `states`). "
@@ -50,14 +50,12 @@ class EvalSettings:
     checkpoint: str = setting("best", "best or last.")
     chunk: int = setting(256, "Positions run through the LSTM at once (results do not depend on it).")
     device: str = setting("auto", "auto, cpu, cuda or cuda:N.")
-    resolved: dict = dataclasses.field(default_factory=dict)
     caches: dict = dataclasses.field(default_factory=dict)
 
     def __init__(self, **values: Any):
         for f in dataclasses.fields(self):
             if f.name not in _STATE:
                 setattr(self, f.name, values.pop(f.name, default_of(f)))
-        self.resolved = {}
         self.caches = {f.name: values.pop(f.name, default_of(f)) for f, _ in setting_fields()}
         if values:
             raise TypeError(f"EvalSettings got an unexpected keyword argument {next(iter(values))!r}")
@@ -125,7 +123,6 @@ class EvalSettings:
                 d[f.name] = getattr(self, f.name)
             if f.name == "cache_weight":
                 d.update(self.caches)
-        d.update(self.resolved)
         return {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}
 
 
