@@ -38,16 +38,17 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from .console import log
 from .errors import GrocError, SettingError, as_setting_error
-from .caches import CacheContext
-from .evaluation.cached import CachedStream, CacheSetup, check_caches
+from .evaluation.cached import CachedStream
 from .evaluation.perplexity import mix_uniform, uniform_share
-from .evaluation.settings import EvalSettings, check_unit, line_cache_kinds
-from .evaluation.stream import Chunk, model_chunks, rows_per_block
+from .evaluation.settings import EvalSettings
+from .evaluation.stream import Chunk, model_chunks
 from .evaluation.vocab import VOCAB_MODES, StreamIds, line_vocab
+from .generation import GenerateSettings, Sample, generation_vocab, renormalised, sample_stream
+from .models.common import SoftmaxComposed
 from .runtime import resolve_device
-from .settings import check_type, default_of, hints, inapplicable
+from .scoring import batch_log_probs, line_cache
+from .settings import check_type
 from .text.dataset import EOS, UNK
 from .run_storage import Run
 from .start_state import load_start_state
@@ -79,6 +80,55 @@ class SentenceScore:
         return math.exp(mean) if mean < 700 else math.inf
 
 
+class Composer:
+    """GroC: the rows of any words over ``model`` (``index``: its words' ids): its own rows for its
+    words, and for the others the rows its output layer composes (``compose_words``: each word as
+    in eval's union vocabulary, its rows independent of the other words in eval mode), kept in
+    ``memo`` up to ``NEW_WORD_MEMO`` words."""
+
+    def __init__(self, model, index: dict[str, int]):
+        self.model, self.index = model, index
+        self.memo: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+    def rows(self, words: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(output rows, biases, input rows) of ``words``."""
+        known = [self.index.get(w) for w in words]
+        new = [w for w, i in zip(words, known) if i is None]
+        if new:
+            missing = [w for w in dict.fromkeys(new) if w not in self.memo]
+            if len(self.memo) + len(missing) > NEW_WORD_MEMO:
+                self.memo.clear()
+                missing = list(dict.fromkeys(new))
+            if missing:
+                c = self.model.output_layer.compose_words(missing)
+                self.memo.update((w, (c.weight[i], c.bias[i], c.input_weight[i])) for i, w in enumerate(missing))
+            composed = tuple(torch.stack(rows) for rows in zip(*(self.memo[w] for w in new)))
+            if len(new) == len(words):
+                return composed
+        base = self.model.compose(grad=False)
+        table = (base.weight, base.bias, base.input_weight)
+        if new:
+            table = tuple(torch.cat(pair) for pair in zip(table, composed))
+        places, j = [], len(self.index)
+        for i in known:
+            places.append(j if i is None else i)
+            j += i is None
+        at = torch.tensor(places, dtype=torch.long, device=base.weight.device)
+        return tuple(t[at] for t in table)
+
+    def view(self, after: list[str], rows=None):
+        """The output view over ``rows`` (of ``rows``; None: the model's words) followed by the
+        words ``after`` (GroC; a table model's view is its own)."""
+        base = self.model.compose(grad=False)
+        if not self.model.output_layer.composes_unseen_words or (rows is None and not after):
+            return base
+        if rows is None:
+            rows = (base.weight, base.bias, base.input_weight)
+        if after:
+            rows = tuple(torch.cat(pair) for pair in zip(rows, self.rows(after)))
+        return SoftmaxComposed(rows[0], rows[1], grad=False, input_weight=rows[2])
+
+
 class LoadedRun:
     """A run's model in eval mode; see the module docstring for the scoring conventions."""
 
@@ -105,8 +155,7 @@ class LoadedRun:
         self.index = {w: i for i, w in enumerate(self.vocab)}
         if UNK not in self.index or EOS not in self.index:
             raise GrocError(f"run {self.run.path}: its vocabulary lacks {UNK} or {EOS}, which scoring needs")
-        self._memo: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
-        self._composer = None  # GroC: a copy of the output layer that composes new words
+        self.composer = Composer(self.model, self.index)  # GroC: rows of any words
 
     # -- what the run is -------------------------------------------------------------------
     @property
@@ -125,51 +174,10 @@ class LoadedRun:
         self.model.to(self.device)
         if self._start is not None:
             self._start = [(h.to(self.device), c.to(self.device)) for h, c in self._start]
-        self._memo.clear()
-        self._composer = None
+        self.composer.memo.clear()
         return self
 
     # -- composition (GroC) ------------------------------------------------------------------
-    def _compose_new(self, words: list[str]):
-        """(output rows, biases, input rows) of ``words``, none in the model's vocabulary.
-        Each word is composed alone, as in eval's union vocabulary (rows do not depend on the
-        other words in eval mode), by a copy of the output layer whose vocabulary is just the
-        new words, so the model's own composed vocabulary is neither touched nor rebuilt."""
-        missing = [w for w in dict.fromkeys(words) if w not in self._memo]
-        if missing:
-            if len(self._memo) + len(missing) > NEW_WORD_MEMO:
-                self._memo.clear()
-            if self._composer is None:
-                import copy
-
-                self._composer = copy.deepcopy(self.model.output_layer).eval()
-            self._composer.set_vocab(missing)
-            with torch.no_grad():
-                c = self._composer.compose(grad=False)
-            for i, w in enumerate(missing):
-                self._memo[w] = (c.weight[i], c.bias[i], c.input_weight[i])
-        rows = [self._memo[w] for w in words]
-        return (torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows]),
-                torch.stack([r[2] for r in rows]))
-
-    def _rows(self, words: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """GroC: (output rows, biases, input rows) of any words, the model's own rows for its words
-        and composed rows for the others."""
-        base = self.model.compose(grad=False)
-        known = [self.index.get(w) for w in words]
-        new = [w for w, i in zip(words, known) if i is None]
-        if not new:
-            at = torch.tensor(known, dtype=torch.long, device=base.weight.device)
-            return base.weight[at], base.bias[at], base.input_weight[at]
-        weight, bias, inputs = self._compose_new(new)
-        places, j = [], len(self.vocab)
-        for i in known:
-            places.append(j if i is None else i)
-            j += i is None
-        at = torch.tensor(places, dtype=torch.long, device=base.weight.device)
-        return (torch.cat([base.weight, weight])[at], torch.cat([base.bias, bias])[at],
-                torch.cat([base.input_weight, inputs])[at])
-
     def embed_words(self, words: Sequence[str]) -> torch.Tensor:
         """GroC: composed output embeddings [len(words), emb] of any words, seen or not."""
         words = _words(words, "embed_words")
@@ -178,20 +186,9 @@ class LoadedRun:
         if not words:
             return torch.empty(0, self.run.model_config.emb)
         with torch.no_grad():
-            return self._rows(words)[0].cpu()
+            return self.composer.rows(words)[0].cpu()
 
     # -- scoring -----------------------------------------------------------------------------
-    def _view(self, new: list[str]):
-        """The output view over model ∪ ``new`` and the input-embedding hook for union ids."""
-        from .models.common import SoftmaxComposed
-
-        base = self.model.compose(grad=False)
-        if not new or not self.composes:
-            return base
-        weight, bias, inputs = self._compose_new(new)
-        return SoftmaxComposed(torch.cat([base.weight, weight]), torch.cat([base.bias, bias]), grad=False,
-                               input_weight=torch.cat([base.input_weight, inputs]))
-
     def start_state(self):
         """The LSTM state a sentence starts from (see the module docstring)."""
         if self._start is None:
@@ -208,7 +205,7 @@ class LoadedRun:
             # Time chunks with the state carried, and the softmax of each chunk in row blocks, as eval's:
             # memory is bounded by the chunk and LOGIT_BYTES, not by the line (a 5-million-character
             # line built a 23.7 GB tokens x vocabulary matrix).
-            chunks = model_chunks(self.model, vocab, self.device, EvalSettings.chunk, composed=self._view(vocab.added),
+            chunks = model_chunks(self.model, vocab, self.device, EvalSettings.chunk, composed=self.composer.view(vocab.added),
                                   state=self.start_state() if state is None else state)
             line = Chunk.join([c if hidden else dataclasses.replace(c, hidden=None) for c in chunks], hidden)
         u = uniform_share(self.composes, self.vocab_mode)
@@ -234,7 +231,7 @@ class LoadedRun:
         share); its memory runs over all the sentences, as over the lines of one document. The
         settings are checked here (SettingError naming the setting), before any sentence is read."""
         check_type("reset", reset, bool)
-        cached = self._cache(cache, cache_weight, cache_settings)
+        cached = line_cache(self, cache, cache_weight, cache_settings)
         return self._scores(_sentences(sentences, "score_stream"), reset, cached)
 
     def _scores(self, sentences, reset: bool, cached: CachedStream | None) -> Iterator[SentenceScore]:
@@ -250,39 +247,6 @@ class LoadedRun:
                 logp = final[:, 0]
             yield _score(tokens, logp)
 
-    def _cache(self, kind: str, weight: float, settings: dict) -> CachedStream | None:
-        """The cache of ``score_stream``, from the registry, checked and built as ``groc eval``'s."""
-        kinds = line_cache_kinds()
-        check_type("cache", kind, str)
-        if kind not in kinds:
-            raise SettingError(f"`cache` {kind!r}: expected one of {', '.join(kinds)} (the others need the whole "
-                               "stream first: 'groc eval')")
-        try:
-            s = EvalSettings(vocab=self.vocab_mode, cache=kind, cache_weight=weight, **settings)
-        except TypeError as exc:
-            raise SettingError(f"score_stream: {exc}") from None
-        check_type("cache_weight", weight, float)
-        from .caches.registry import setting_fields
-
-        fields = {f.name: (f, c) for f, c in setting_fields()}
-        for name, value in settings.items():
-            check_type(name, value, hints(fields[name][1]).get(name))
-        # A cache's setting given (other than its default: the command passes every one) with another
-        # cache is refused, as on the command line, not dropped.
-        given = {name for name, value in settings.items() if value != default_of(fields[name][0])}
-        given |= {"cache_weight"} if weight != EvalSettings.cache_weight else set()
-        found = inapplicable(EvalSettings, {"cache": kind, "cache_weight": weight, **settings}, given)
-        if found is not None:
-            name, owners = found
-            raise SettingError(f"`{name}` is a setting of `cache` {owners}, not of {kind}; drop it or choose one of those")
-        if kind == "none":
-            return None
-        check_unit("cache_weight", weight)
-        plan = check_caches(s)
-        context = CacheContext(dim=self.run.model_config.emb, split="input", device=self.device.type,
-                               torch_device=str(self.device), log=log)
-        return CachedStream(CacheSetup(plan, context))
-
     def score(self, sentences: Iterable[Sequence[str] | str], reset: bool = True) -> list[SentenceScore]:
         """Score sentences (token lists, or strings split on whitespace); ``reset=False``
         reads them as one stream (the state carries over, as in ``groc eval``)."""
@@ -297,7 +261,7 @@ class LoadedRun:
         batch: list[int] = []
         for i in short + [None]:  # by length, so that a batch pads little
             if batch and (i is None or (len(batch) + 1) * (len(lines[i]) + 1) > BATCH_TOKENS):
-                for j, logp in zip(batch, self._batch([lines[j] for j in batch])):
+                for j, logp in zip(batch, batch_log_probs(self, [lines[j] for j in batch])):
                     scores[j] = _score(lines[j], logp)
                 batch = []
             if i is not None:
@@ -307,92 +271,14 @@ class LoadedRun:
                 scores[i] = _score(tokens, self._line(tokens)[1])
         return scores
 
-    def _batch(self, lines: list[list[str]]) -> list[np.ndarray]:
-        """Each line's log-probs as ``_line`` gives them (read from the start state, its own evaluation
-        vocabulary and uniform share), the lines side by side in one LSTM call. GroC in union mode
-        outputs the model's words and every line's new words, each line's softmax without the
-        other lines' new words, so a line's numbers are those it gets alone (to float rounding)."""
-        vocabs = [line_vocab(self.vocab, self.index, [EOS, *t, EOS], self.vocab_mode, self.composes) for t in lines]
-        size = len(self.vocab)
-        own_rows = self.composes and self.vocab_mode == "union"
-        added = list(dict.fromkeys(w for v in vocabs for w in v.added)) if own_rows else []
-        where = {w: size + k for k, w in enumerate(added)}
-        lengths = [len(v.targets) - 1 for v in vocabs]
-
-        def joint(v, ids: np.ndarray) -> np.ndarray:  # a line's union ids as ids of the batch's union
-            if not own_rows or not v.added:
-                return ids
-            table = np.array([where[w] for w in v.added], dtype=np.int64)
-            return np.where(ids >= size, table[np.maximum(ids - size, 0)], ids)
-
-        x = np.full((max(lengths), len(lines)), self.index[EOS], dtype=np.int64)
-        for b, (v, n) in enumerate(zip(vocabs, lengths)):
-            x[:n, b] = joint(v, v.inputs[:n])
-        targets = np.concatenate([joint(v, v.targets[1:]) for v in vocabs])
-        with torch.no_grad():
-            view = self._view(added)
-            state = [(h.expand(-1, len(lines), -1).contiguous(), c.expand(-1, len(lines), -1).contiguous())
-                     for h, c in self.start_state()]
-            hidden, _ = self.model(torch.from_numpy(x).to(self.device), state, view)
-            h = torch.cat([hidden[:n, b] for b, n in enumerate(lengths)]).float()
-            mask = None
-            if added:  # the columns of new words that are not a row's line's own
-                mask = torch.ones(len(h), len(added), dtype=torch.bool)
-                at = 0
-                for v, n in zip(vocabs, lengths):
-                    if v.added:
-                        mask[at:at + n, [where[w] - size for w in v.added]] = False
-                    at += n
-                mask = mask.to(h.device)
-            out_size = view.size
-            y = torch.from_numpy(np.minimum(targets, out_size - 1)).to(h.device)
-            logp = np.empty(len(h), dtype=np.float64)
-            step = rows_per_block(out_size)
-            for s in range(0, len(h), step):
-                e = min(s + step, len(h))
-                if mask is None:
-                    lp = view.log_probs(h[s:e])
-                else:
-                    logits = view.logits(h[s:e]).float()
-                    logits[:, size:] = logits[:, size:].masked_fill(mask[s:e], -math.inf)
-                    lp = torch.log_softmax(logits, dim=-1)
-                logp[s:e] = lp.gather(1, y[s:e, None])[:, 0].double().cpu().numpy()
-        logp[targets >= out_size] = -np.inf  # as eval's chunks: table models give words without a row no mass
-        u = uniform_share(self.composes, self.vocab_mode)
-        out, at = [], 0
-        for v, n in zip(vocabs, lengths):
-            line = logp[at:at + n]
-            at += n
-            out.append(line if u == 0 else mix_uniform(torch.from_numpy(line), u, v.size).numpy())
-        return out
-
     # -- generation --------------------------------------------------------------------------
     def generation_vocab(self, vocab: str | Path | Sequence[str] | None = None) -> list[str] | None:
-        """The words a sample is drawn from: None for the run's own vocabulary ("model" or None);
-        for GroC, the words of a list, of a word-list file (one word a line, optional count) or of a
-        dataset directory's vocabulary, in their order, once each, without <unk> and with <eos>
-        (which ends a sample). SettingError (``vocab ...``) for a table model or an empty list."""
-        if vocab is None or (isinstance(vocab, str) and vocab == "model"):
-            return None
-        if not self.composes:
-            raise SettingError(f"`vocab` {vocab}: a {self.kind} run has output rows for its own words only; a vocabulary "
-                               "chosen at generation time needs a GroC run, which composes any word's row")
-        if isinstance(vocab, (str, Path)):
-            from .text.dataset import read_vocab_words
-
-            try:
-                words = read_vocab_words(Path(vocab))
-            except GrocError as exc:  # a file the setting names: the setting's error
-                raise SettingError(exc.text) from None
-        else:
-            words = [str(w) for w in vocab]
-        words = [w for w in dict.fromkeys(words) if w != UNK]
-        if not [w for w in words if w != EOS]:
-            raise SettingError("`vocab` has no words to generate (besides <unk> and <eos>)")
-        return words if EOS in words else words + [EOS]
+        """The words a sample is drawn from: None for the run's own; for GroC, those ``vocab`` names (a
+        list, a word-list file or a dataset directory), once each, with <eos> (``generation.generation_vocab``)."""
+        return generation_vocab(self, vocab)
 
     def generate(self, prompts: Iterable[Sequence[str] | str] | str = ("",), vocab: str | Path | Sequence[str] | None = None,
-                 **settings) -> list["Sample"]:
+                 **settings) -> list[Sample]:
         """Samples continuing each prompt (a string split on whitespace, or a token list; "" starts a
         line from nothing), ``num_samples`` per prompt, in order. ``vocab``: see ``generation_vocab``;
         ``settings``: max_tokens, temperature (0: greedy), top_k, top_p, seed, num_samples, unk (False: never draw <unk>)
@@ -400,92 +286,17 @@ class LoadedRun:
         return [sample for sample, word in self.generate_stream(prompts, vocab, **settings) if word is None]
 
     def generate_stream(self, prompts: Iterable[Sequence[str] | str] | str = ("",),
-                        vocab: str | Path | Sequence[str] | None = None, **settings) -> Iterator[tuple["Sample", str | None]]:
+                        vocab: str | Path | Sequence[str] | None = None, **settings) -> Iterator[tuple[Sample, str | None]]:
         """``generate`` one word at a time: (sample, word) as each word is drawn, then (sample, None)
         when the sample ends (its ``stop`` set). Prompts are read as they come (a file streams)."""
-        from .generation import GenerateSettings, Sample, sample_words
-
         try:
             with as_setting_error():
                 s = GenerateSettings(**settings)
         except TypeError as exc:
             raise SettingError(f"generate: {exc}") from None
-        if isinstance(prompts, str):
-            prompts = [prompts]
-        prompts = _sentences(prompts, "generate")
+        prompts = _sentences([prompts] if isinstance(prompts, str) else prompts, "generate")
         words = self.generation_vocab(vocab)
-        out = self.vocab if words is None else words
-        size = len(out)
-        eos = out.index(EOS) if words is not None else self.index[EOS]
-        where = {w: i for i, w in enumerate(out)}
-        # A chosen vocabulary never holds <unk> (generation_vocab); the run's own does, unless refused.
-        banned = where.get(UNK) if not s.unk else None
-        generator = torch.Generator().manual_seed(s.seed)
-        unseen_noted = False
-        with torch.no_grad():
-            rows = None if words is None else self._rows(words)
-            for prompt in prompts:
-                tokens = _words(prompt, "generate", split=True)
-                extra = [w for w in dict.fromkeys(tokens) if w not in where]
-                if extra and not self.composes:
-                    if not unseen_noted:
-                        log(f"note: a {self.kind} run reads words outside its vocabulary as {UNK} (e.g. "
-                            f"{', '.join(extra[:3])}); a GroC run composes them")
-                        unseen_noted = True
-                    ids = [where.get(t, self.index[UNK]) for t in tokens]
-                    extra = []
-                else:
-                    ids = [where[t] if t in where else size + extra.index(t) for t in tokens]
-                view = self._generation_view(rows, extra)
-                hidden, state = self.model(self._column([eos] + ids), self.start_state(), view)
-                first = self._next(view, hidden[-1:, 0], size, banned)
-                for k in range(s.num_samples):
-                    sample = Sample(" ".join(tokens), k)
-                    carried = [state]
-
-                    def step(i: int) -> torch.Tensor:
-                        h, carried[0] = self.model(self._column([i]), carried[0], view)
-                        return self._next(view, h[-1:, 0], size, banned)
-
-                    for i, lp in sample_words(step, first, eos, s, generator):
-                        if i == eos:
-                            sample.stop = "eos"
-                            break
-                        sample.words.append(out[i])
-                        sample.log_probs.append(lp)
-                        yield sample, out[i]
-                    yield sample, None
-
-    def _generation_view(self, rows, extra: list[str]):
-        """The output view over the generation vocabulary (``rows``; None: the model's) followed by
-        the prompt's words outside it (GroC composes them; read as inputs, never drawn)."""
-        from .models.common import SoftmaxComposed
-
-        if rows is None and not extra:
-            return self.model.compose(grad=False)
-        if rows is None:
-            return self._view(extra)
-        weight, bias, inputs = rows
-        if extra:
-            more = self._rows(extra)
-            weight, bias, inputs = (torch.cat([weight, more[0]]), torch.cat([bias, more[1]]), torch.cat([inputs, more[2]]))
-        return SoftmaxComposed(weight, bias, grad=False, input_weight=inputs)
-
-    def _column(self, ids: list[int]) -> torch.Tensor:
-        return torch.tensor(ids, dtype=torch.long, device=self.device).view(-1, 1)
-
-    @staticmethod
-    def _next(view, hidden: torch.Tensor, size: int, banned: int | None = None) -> torch.Tensor:
-        """Log-probs (CPU, float64) over the first ``size`` words of ``view``, renormalised; ``banned``
-        (a word's index, <unk>'s) at -inf, the others renormalised without it."""
-        lp = view.log_probs(hidden.float())[0].double().cpu()
-        if lp.numel() > size:
-            lp = lp[:size] - torch.logsumexp(lp[:size], 0)
-        if banned is not None:
-            lp = lp.clone()
-            lp[banned] = -math.inf
-            lp = lp - torch.logsumexp(lp, 0)
-        return lp
+        yield from sample_stream(self, (_words(prompt, "generate", split=True) for prompt in prompts), words, s)
 
     def log_probs(self, prefix: Sequence[str] | str) -> torch.Tensor:
         """Next-word log-probabilities (natural log) over ``vocab`` after <eos> + ``prefix``,
@@ -495,12 +306,11 @@ class LoadedRun:
         # GroC reads new words of the prefix by their composed input rows; table models as <unk>.
         vocab = line_vocab(self.vocab, self.index, [EOS, *tokens], self.vocab_mode, self.composes)
         with torch.no_grad():
-            composed = self._view(vocab.added)
+            composed = self.composer.view(vocab.added)
             x = torch.from_numpy(vocab.inputs).to(self.device).view(-1, 1)
             hidden, _ = self.model(x, self.start_state(), composed)
-            lp = composed.log_probs(hidden[-1:, 0].float())[0]
-            if lp.numel() > len(self.vocab):  # renormalise over the model's own words
-                lp = lp[: len(self.vocab)] - torch.logsumexp(lp[: len(self.vocab)], 0)
+            # renormalised over the model's own words
+            lp = renormalised(composed.log_probs(hidden[-1:, 0].float())[0], len(self.vocab))
         return lp.cpu()
 
 

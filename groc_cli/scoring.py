@@ -3,7 +3,8 @@ lines streamed as they are scored (``groc score``, KenLM's `query` for groc runs
 
 ``run_score(ScoreSettings(...), load_run(run_dir, vocab=settings.vocab), lines)`` is ``groc
 score``; the command parses its flags into these settings (and the cache's, ``EvalSettings``'),
-reads its input and writes each line this yields.
+reads its input and writes each line this yields. ``LoadedRun.score`` scores short lines together
+(``batch_log_probs``) and ``score_stream`` builds its cache here (``line_cache``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from .console import strict_json
-from .evaluation.settings import EvalSettings
+from .evaluation.settings import EvalSettings, check_unit, line_cache_kinds
 from .errors import SettingError
-from .settings import check_fields, same_as, setting
+from .settings import check_fields, check_type, default_of, hints, inapplicable, same_as, setting
 from .text.tokenizer import TextInput, check_text_input, text_lines
 
 
@@ -125,3 +126,111 @@ def _rows(settings: ScoreSettings, scores) -> Iterator[str]:
             if settings.per_word:
                 cells.append(" ".join(f"{lp * scale:.6f}" for _, lp in result.word_log_probs))
             yield "\t".join(cells)
+
+
+def line_cache(run, kind: str, weight: float, settings: dict):
+    """The cache of ``run``'s (a ``LoadedRun``) ``score_stream``: None for none, else a ``CachedStream``
+    of the registry's ``kind``, with its settings checked and built as ``groc eval``'s."""
+    kinds = line_cache_kinds()
+    check_type("cache", kind, str)
+    if kind not in kinds:
+        raise SettingError(f"`cache` {kind!r}: expected one of {', '.join(kinds)} (the others need the whole "
+                           "stream first: 'groc eval')")
+    try:
+        s = EvalSettings(vocab=run.vocab_mode, cache=kind, cache_weight=weight, **settings)
+    except TypeError as exc:
+        raise SettingError(f"score_stream: {exc}") from None
+    check_type("cache_weight", weight, float)
+    from .caches.registry import setting_fields
+
+    fields = {f.name: (f, c) for f, c in setting_fields()}
+    for name, value in settings.items():
+        check_type(name, value, hints(fields[name][1]).get(name))
+    # A cache's setting given (other than its default: the command passes every one) with another
+    # cache is refused, as on the command line, not dropped.
+    given = {name for name, value in settings.items() if value != default_of(fields[name][0])}
+    given |= {"cache_weight"} if weight != EvalSettings.cache_weight else set()
+    found = inapplicable(EvalSettings, {"cache": kind, "cache_weight": weight, **settings}, given)
+    if found is not None:
+        name, owners = found
+        raise SettingError(f"`{name}` is a setting of `cache` {owners}, not of {kind}; drop it or choose one of those")
+    if kind == "none":
+        return None
+    from .caches import CacheContext
+    from .console import log
+    from .evaluation.cached import CachedStream, CacheSetup, check_caches
+
+    check_unit("cache_weight", weight)
+    plan = check_caches(s)
+    context = CacheContext(dim=run.run.model_config.emb, split="input", device=run.device.type,
+                           torch_device=str(run.device), log=log)
+    return CachedStream(CacheSetup(plan, context))
+
+
+def batch_log_probs(run, lines: list[list[str]]) -> list:
+    """Each line's log-probs (numpy) as ``run`` (a ``LoadedRun``) scores it alone (from the start state,
+    with its own evaluation vocabulary and uniform share), the lines side by side in one LSTM call
+    (``LoadedRun.score``'s short lines). GroC in union mode
+    outputs the model's words and every line's new words, each line's softmax without the
+    other lines' new words, so a line's numbers are those it gets alone (to float rounding)."""
+    import numpy as np
+    import torch
+
+    from .evaluation.perplexity import mix_uniform, uniform_share
+    from .evaluation.stream import rows_per_block
+    from .evaluation.vocab import line_vocab
+    from .text.dataset import EOS
+
+    vocabs = [line_vocab(run.vocab, run.index, [EOS, *t, EOS], run.vocab_mode, run.composes) for t in lines]
+    size = len(run.vocab)
+    own_rows = run.composes and run.vocab_mode == "union"
+    added = list(dict.fromkeys(w for v in vocabs for w in v.added)) if own_rows else []
+    where = {w: size + k for k, w in enumerate(added)}
+    lengths = [len(v.targets) - 1 for v in vocabs]
+
+    def joint(v, ids: np.ndarray) -> np.ndarray:  # a line's union ids as ids of the batch's union
+        if not own_rows or not v.added:
+            return ids
+        table = np.array([where[w] for w in v.added], dtype=np.int64)
+        return np.where(ids >= size, table[np.maximum(ids - size, 0)], ids)
+
+    x = np.full((max(lengths), len(lines)), run.index[EOS], dtype=np.int64)
+    for b, (v, n) in enumerate(zip(vocabs, lengths)):
+        x[:n, b] = joint(v, v.inputs[:n])
+    targets = np.concatenate([joint(v, v.targets[1:]) for v in vocabs])
+    with torch.no_grad():
+        view = run.composer.view(added)
+        state = [(h.expand(-1, len(lines), -1).contiguous(), c.expand(-1, len(lines), -1).contiguous())
+                 for h, c in run.start_state()]
+        hidden, _ = run.model(torch.from_numpy(x).to(run.device), state, view)
+        h = torch.cat([hidden[:n, b] for b, n in enumerate(lengths)]).float()
+        mask = None
+        if added:  # the columns of new words that are not a row's line's own
+            mask = torch.ones(len(h), len(added), dtype=torch.bool)
+            at = 0
+            for v, n in zip(vocabs, lengths):
+                if v.added:
+                    mask[at:at + n, [where[w] - size for w in v.added]] = False
+                at += n
+            mask = mask.to(h.device)
+        out_size = view.size
+        y = torch.from_numpy(np.minimum(targets, out_size - 1)).to(h.device)
+        logp = np.empty(len(h), dtype=np.float64)
+        step = rows_per_block(out_size)
+        for s in range(0, len(h), step):
+            e = min(s + step, len(h))
+            if mask is None:
+                lp = view.log_probs(h[s:e])
+            else:
+                logits = view.logits(h[s:e]).float()
+                logits[:, size:] = logits[:, size:].masked_fill(mask[s:e], -math.inf)
+                lp = torch.log_softmax(logits, dim=-1)
+            logp[s:e] = lp.gather(1, y[s:e, None])[:, 0].double().cpu().numpy()
+    logp[targets >= out_size] = -np.inf  # as eval's chunks: table models give words without a row no mass
+    u = uniform_share(run.composes, run.vocab_mode)
+    out, at = [], 0
+    for v, n in zip(vocabs, lengths):
+        line = logp[at:at + n]
+        at += n
+        out.append(line if u == 0 else mix_uniform(torch.from_numpy(line), u, v.size).numpy())
+    return out

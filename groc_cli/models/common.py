@@ -210,7 +210,8 @@ class OutputLayer(nn.Module):
       may replace). Layers without it refuse ``lexicon``.
     * ``composes_unseen_words``: ``set_vocab`` gives any word, seen in training or not,
       output and input rows computed from the parameters (no fresh random rows), and
-      ``compose`` returns a ``SoftmaxComposed`` with ``input_weight``. Open-vocabulary
+      ``compose`` returns a ``SoftmaxComposed`` with ``input_weight``; ``compose_words`` gives the
+      view over any words without changing the vocabulary (``load_run``'s new words). Open-vocabulary
       evaluation (``vocab`` union) then scores new words with the model itself (and
       ``downweight_new`` applies) and reads them as inputs by their composed rows; without
       it new words get no model mass (a uniform share is mixed in) and are read as <unk>.
@@ -252,6 +253,11 @@ class OutputLayer(nn.Module):
 
     def set_vocab(self, words: list[str], counts=None, generator: torch.Generator | None = None) -> None:
         """Serve ``words`` from now on; rows of words already in ``self.vocab`` are kept."""
+        raise NotImplementedError
+
+    def compose_words(self, words: list[str]) -> Composed:
+        """Layers that ``composes_unseen_words``: the view over ``words`` alone that ``set_vocab(words)``
+        then ``compose(grad=False)`` gives, this layer's own vocabulary unchanged."""
         raise NotImplementedError
 
     def regularization(self) -> torch.Tensor:

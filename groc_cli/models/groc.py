@@ -26,6 +26,7 @@ and the character encoder is trained through the input side alone.
 from __future__ import annotations
 
 import contextlib
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +41,20 @@ from .lexicon import Lexicon
 from .registry import register_output_layer
 
 _TABLE_KEYS = ("chars", "lengths", "rel_offsets", "rel_indices", "def_offsets", "def_indices")
+
+
+class _Table(NamedTuple):
+    """A vocabulary's string table as ``compose_inputs`` reads it: its number of words, the length
+    buckets of its strings and the tensors of ``_TABLE_KEYS``."""
+
+    size: int
+    plans: PlanCache
+    chars: torch.Tensor
+    lengths: torch.Tensor
+    rel_offsets: torch.Tensor
+    rel_indices: torch.Tensor
+    def_offsets: torch.Tensor
+    def_indices: torch.Tensor
 
 
 @register_output_layer("groc", config=GroCConfig)
@@ -79,6 +94,16 @@ class GroCOutput(OutputLayer):
         self._build_table(self.vocab)
 
     def _build_table(self, vocab: list[str]) -> None:
+        table = self._string_table(vocab)
+        self.num_strings = table.lengths.numel()
+        self._plans = table.plans  # the full composition's length buckets, built once
+        # Non-persistent buffers: they follow .to(device) but stay out of state_dict,
+        # which therefore has the same keys and shapes for every vocabulary.
+        for key in _TABLE_KEYS:
+            self.register_buffer("_" + key, getattr(table, key), persistent=False)
+
+    def _string_table(self, vocab: list[str]) -> _Table:
+        """The string table of ``vocab`` on the layer's device."""
         c = self.config
         table = StringTable(
             vocab,
@@ -89,29 +114,31 @@ class GroCOutput(OutputLayer):
             max_definition_words=c.max_definition_words,
             max_chars=c.max_word_chars,
         )
-        self.num_strings = len(table.strings)
-        self._plans = PlanCache()  # the full composition's length buckets, built once
         device = self.project.weight.device
-        # Non-persistent buffers: they follow .to(device) but stay out of state_dict,
-        # which therefore has the same keys and shapes for every vocabulary.
-        for key, value in table.tensors().items():
-            self.register_buffer("_" + key, value.to(device), persistent=False)
+        tensors = table.tensors()
+        return _Table(len(vocab), PlanCache(), **{key: tensors[key].to(device) for key in _TABLE_KEYS})
+
+    def _table(self) -> _Table:
+        """The string table of the layer's own vocabulary."""
+        return _Table(len(self.vocab), self._plans, *(getattr(self, "_" + key) for key in _TABLE_KEYS))
 
     # -- composition --------------------------------------------------------------
-    def compose_inputs(self, rows: torch.Tensor | None = None, chunk: int | None = None) -> torch.Tensor:
-        """E_in rows for vocabulary ids ``rows`` (all when None), every needed string
-        encoded once."""
-        V = len(self.vocab)
-        rel_off, rel_idx = self._rel_offsets, self._rel_indices
-        def_off, def_idx = self._def_offsets, self._def_indices
+    def compose_inputs(self, rows: torch.Tensor | None = None, chunk: int | None = None,
+                       table: _Table | None = None) -> torch.Tensor:
+        """E_in rows for vocabulary ids ``rows`` (all when None) of ``table`` (None: the layer's
+        own vocabulary's), every needed string encoded once."""
+        table = self._table() if table is None else table
+        V = table.size
+        rel_off, rel_idx = table.rel_offsets, table.rel_indices
+        def_off, def_idx = table.def_offsets, table.def_indices
         if rows is None:
-            c_all = self._plans.encode(self.chars, self._chars, self._lengths, chunk)
+            c_all = table.plans.encode(self.chars, table.chars, table.lengths, chunk)
             word_pos = None
         else:
             rel_idx, rel_off = csr_rows(rel_off, rel_idx, rows)
             def_idx, def_off = csr_rows(def_off, def_idx, rows)
             needed, inverse = torch.unique(torch.cat([rows, rel_idx, def_idx]), return_inverse=True)
-            c_all = encode_strings(self.chars, self._chars, self._lengths, needed, chunk)
+            c_all = encode_strings(self.chars, table.chars, table.lengths, needed, chunk)
             n_rows, n_rel = rows.numel(), rel_idx.numel()
             word_pos = inverse[:n_rows]
             rel_idx = inverse[n_rows : n_rows + n_rel]
@@ -145,14 +172,25 @@ class GroCOutput(OutputLayer):
         return torch.cat(out, dim=0) if len(out) > 1 else out[0]
 
     def compose(self, grad: bool = True) -> SoftmaxComposed:
+        return self._compose(self._table(), self.free_bias if self.config.bias == "free" else None, grad)
+
+    def compose_words(self, words: list[str]) -> SoftmaxComposed:
+        """The view over ``words`` alone that ``set_vocab(words)`` then ``compose(grad=False)`` gives
+        (a free bias: the rows ``set_vocab`` keeps or gives), the layer's own vocabulary unchanged."""
+        words = list(words)
+        free = remap_rows(self.free_bias, self.vocab, words, new_rows="mean") if self.config.bias == "free" else None
+        return self._compose(self._string_table(words), free, grad=False)
+
+    def _compose(self, table: _Table, free_bias: torch.Tensor | None, grad: bool) -> SoftmaxComposed:
+        """The view over ``table``'s words; ``free_bias``: their free biases (None: composed)."""
         chunk = None if grad else self.config.compose_chunk
         ctx = contextlib.nullcontext() if grad else torch.no_grad()
         with ctx:
-            e_in = self.compose_inputs(None, chunk)
+            e_in = self.compose_inputs(None, chunk, table)
             masks = self.net.sample_masks(e_in)
             step = chunk or e_in.size(0)
             e_out = torch.cat([self.net(e_in[s : s + step], masks) for s in range(0, e_in.size(0), step)])
-            bias = self.free_bias if self.config.bias == "free" else self._composed_bias(e_out)
+            bias = free_bias if free_bias is not None else self._composed_bias(e_out)
         return SoftmaxComposed(e_out, bias, grad=grad, input_weight=e_in)
 
     def _composed_bias(self, e_out: torch.Tensor) -> torch.Tensor:

@@ -90,5 +90,5 @@ def test_score_generate_and_the_api_read_unseen_words(work):
     assert api.tokens == 8 and api.log_prob == pytest.approx(scored["ln_prob"], abs=1e-3)
     # An unseen word's bias is the mean of the model's.
     trained = run.model.output_layer.free_bias.detach()
-    _, bias, _ = run._rows(["zyzzyvas"])
+    _, bias, _ = run.composer.rows(["zyzzyvas"])
     assert float(bias[0].detach()) == pytest.approx(float(trained.mean()), abs=1e-6)
