@@ -169,7 +169,7 @@ class TinyRuns:
     keeps its JSON under RUN/evals/), works on a copy: tiny_run.copy(path, dest)."""
 
     def __init__(self, root: Path):
-        self.root, self.built = root, {}
+        self.root, self.built = Path(root).resolve(), {}
 
     def _once(self, key: tuple, name: str, build) -> Path:
         """build(out) once per key; each output in a folder of its own, under the name a test would give it."""
@@ -190,9 +190,8 @@ class TinyRuns:
                           lambda out: run_groc("lexicon", *args, "-o", out, check=True))
 
     def __call__(self, kind="tied", data=None, lexicon=None, max_tokens=300, **overrides) -> Path:
-        data = data or self.data()
-        if kind == "groc" and lexicon is None:
-            lexicon = self.lexicon(data)
+        data = Path(data or self.data()).resolve()  # a test's link to a shared dataset names the same run
+        lexicon = Path(lexicon).resolve() if lexicon else self.lexicon(data) if kind == "groc" else None
         flags = dict(zip(TINY[::2], TINY[1::2]))
         flags.update({"--" + name.replace("_", "-"): str(value) for name, value in overrides.items()})
         args = ["--output-layer", kind, *(["--lexicon", lexicon] if lexicon else []),
