@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -157,15 +158,18 @@ class TinyRuns:
 
     tiny_run(kind="tied", data=None, lexicon=None, max_tokens=300, **overrides) trains
     `groc train DATA --output-layer KIND [--lexicon LEX] --max-tokens N` with TINY, where an override
-    replaces a TINY flag or adds one (`init_range=1.0` is `--init-range 1.0`); data defaults to
-    tiny_run.data(), and a GroC run's lexicon to tiny_run.lexicon(data).
+    replaces a TINY flag or adds one (`init_range=1.0` is `--init-range 1.0`; max_tokens=None leaves
+    the budget to the other flags); data defaults to tiny_run.data(), and a GroC run's lexicon to
+    tiny_run.lexicon(data).
     tiny_run.data(text, split, *flags) is `groc prepare --train TEXT --split SPLIT FLAGS`;
     tiny_run.lexicon(*datasets) is `groc lexicon --vocab D ...`.
+    tiny_run.small(kind, **overrides): 100 tokens of an 8-unit model on tiny_run.small_data(), the run
+    of the tests that damage, forge, pack or resume one (what it learnt does not matter to them).
     Shared means read-only: a test that changes a run, or counts what is recorded in it (`groc eval`
-    keeps its JSON under RUN/evals/), works on a copy."""
+    keeps its JSON under RUN/evals/), works on a copy: tiny_run.copy(path, dest)."""
 
     def __init__(self, root: Path):
-        self.root, self.built = root, {}
+        self.root, self.built = Path(root).resolve(), {}
 
     def _once(self, key: tuple, name: str, build) -> Path:
         """build(out) once per key; each output in a folder of its own, under the name a test would give it."""
@@ -186,15 +190,31 @@ class TinyRuns:
                           lambda out: run_groc("lexicon", *args, "-o", out, check=True))
 
     def __call__(self, kind="tied", data=None, lexicon=None, max_tokens=300, **overrides) -> Path:
-        data = data or self.data()
-        if kind == "groc" and lexicon is None:
-            lexicon = self.lexicon(data)
+        data = Path(data or self.data()).resolve()  # a test's link to a shared dataset names the same run
+        lexicon = Path(lexicon).resolve() if lexicon else self.lexicon(data) if kind == "groc" else None
         flags = dict(zip(TINY[::2], TINY[1::2]))
         flags.update({"--" + name.replace("_", "-"): str(value) for name, value in overrides.items()})
-        args = ["--output-layer", kind, *(["--lexicon", lexicon] if lexicon else []), "--max-tokens", str(max_tokens),
+        args = ["--output-layer", kind, *(["--lexicon", lexicon] if lexicon else []),
+                *(["--max-tokens", str(max_tokens)] if max_tokens is not None else []),
                 *(arg for pair in flags.items() for arg in pair)]
         return self._once(("run", str(data), *map(str, args)), kind,
                           lambda out: run_groc("train", data, "-o", out, *args, check=True))
+
+    def small_data(self, min_count=2) -> Path:
+        """Persuasion, 3000 and 800 tokens; at --min-count 2 the run trains <unk> (eval has no warning to give)."""
+        return self.data(BOOKS / "austen-persuasion.txt", "3000,800", "--min-count", str(min_count))
+
+    def small(self, kind="tied", **overrides) -> Path:
+        """A run of 100 tokens of an 8-unit model on small_data() (overrides as tiny_run's)."""
+        return self(kind, data=self.small_data(), **{"max_tokens": 100, "emb": 8, "hidden": 8, **overrides})
+
+    @staticmethod
+    def copy(path, dest) -> Path:
+        """A private copy of a shared run, dataset (a folder) or lexicon (a file) at dest, for a test to change."""
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if Path(path).is_dir() else shutil.copyfile)(path, dest)
+        return dest
 
 
 @pytest.fixture(scope="session")

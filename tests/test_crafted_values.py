@@ -12,15 +12,13 @@ import torch
 
 from tests.conftest import REPO, run_env, run_groc
 
-TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--device", "cpu", "--seed", "3"]
-
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, tiny_run):
+    """ds and run: tiny_run.small_data() and tiny_run.small() (tiny_run's, linked here: read-only)."""
     root = tmp_path_factory.mktemp("crafted")
-    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "3000,800",
-             "--min-count", "2", "-o", root / "ds", check=True)
-    run_groc("train", root / "ds", "-o", root / "run", "--max-tokens", "100", *TINY, check=True)
+    (root / "ds").symlink_to(tiny_run.small_data())
+    (root / "run").symlink_to(tiny_run.small())
     return root
 
 

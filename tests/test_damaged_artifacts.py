@@ -11,23 +11,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, run_groc
+from tests.conftest import TINY, run_groc
 
 pytestmark = pytest.mark.slow
 
-TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
-
 
 @pytest.fixture(scope="module")
-def pristine(tmp_path_factory):
-    """ds: a small dataset at --min-count 2 (so the run trains <unk> and eval has no warning to give);
-    ds-min1: the same text at --min-count 1 (same types, another checksum); run: a tiny tied run on
-    ds; st: its dumped valid states."""
+def pristine(tmp_path_factory, tiny_run):
+    """ds: tiny_run.small_data(), a small dataset at --min-count 2 (so the run trains <unk> and eval has
+    no warning to give); ds-min1: the same text at --min-count 1 (same types, another checksum); run:
+    tiny_run.small(), a tiny tied run on ds (tiny_run's, linked here: read-only); st: its dumped valid
+    states."""
     root = tmp_path_factory.mktemp("pristine")
-    text = REPO / "groc_cli" / "data" / "austen-persuasion.txt"
-    for name, count in (("ds", "2"), ("ds-min1", "1")):
-        run_groc("prepare", "--train", text, "--split", "3000,800", "--min-count", count, "-o", root / name, check=True)
-    run_groc("train", root / "ds", "-o", root / "run", "--max-tokens", "100", *TINY, check=True)
+    for name, path in (("ds", tiny_run.small_data()), ("ds-min1", tiny_run.small_data(min_count=1)),
+                       ("run", tiny_run.small())):
+        (root / name).symlink_to(path)
     run_groc("dump", root / "run", root / "ds", "--split", "valid", "-o", root / "st", "--device", "cpu", check=True)
     return root
 
@@ -206,16 +204,11 @@ def test_missing_run_vocabulary(work):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "missing", "foreign"])
-def test_damaged_lexicon_copy_of_a_groc_run(pristine, tmp_path, monkeypatch, damage):
+def test_damaged_lexicon_copy_of_a_groc_run(pristine, tiny_run, tmp_path, monkeypatch, damage):
     """A GroC run keeps a copy of its lexicon table: damaged or gone, it is named (never a traceback,
     never a model silently built without relations and definitions)."""
-    groc_run = pristine / "groc-run"
-    if not groc_run.exists():
-        run_groc("lexicon", "--vocab", pristine / "ds", "-o", pristine / "lex.parquet", check=True)
-        run_groc("train", pristine / "ds", "-o", groc_run, "--output-layer", "groc", "--lexicon", pristine / "lex.parquet",
-                 "--max-tokens", "100", *TINY, check=True)
-    for name in ("ds", "groc-run"):
-        shutil.copytree(pristine / name, tmp_path / name)
+    tiny_run.copy(pristine / "ds", tmp_path / "ds")
+    tiny_run.copy(tiny_run.small("groc"), tmp_path / "groc-run")
     monkeypatch.chdir(tmp_path)
     lexicon = tmp_path / "groc-run" / "lexicon.parquet"
     if damage == "truncated":

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from groc_cli.environment import FIELDS, describe, environment
-from tests.conftest import REPO, TINY, run_groc
+from tests.conftest import REPO, run_groc
 
 
 def check_record(record: dict, device: str = "cpu") -> None:
@@ -74,13 +74,12 @@ def test_without_cpuinfo_the_record_names_platforms_processor_and_products_stay_
 
 
 @pytest.mark.slow
-def test_runs_evaluations_and_dumps_record_their_environment(tmp_path):
-    books = REPO / "groc_cli" / "data"
-    run_groc("prepare", "--train", books / "austen-persuasion.txt", "--split", "3000,500,500", "-o", tmp_path / "data",
-             check=True)
-    run_groc("lexicon", "--vocab", tmp_path / "data", "-o", tmp_path / "lex.parquet", check=True)
-    run_groc("train", tmp_path / "data", "-o", tmp_path / "groc", "--output-layer", "groc", "--lexicon",
-             tmp_path / "lex.parquet", "--max-tokens", "48", *TINY, check=True)
+def test_runs_evaluations_and_dumps_record_their_environment(tmp_path, tiny_run):
+    # tiny_run's dataset and lexicon (read-only), and a copy of its GroC run (eval records itself in it)
+    data = tiny_run.data(REPO / "groc_cli" / "data" / "austen-persuasion.txt", "3000,500,500")
+    (tmp_path / "data").symlink_to(data)
+    (tmp_path / "lex.parquet").symlink_to(tiny_run.lexicon(data))
+    tiny_run.copy(tiny_run("groc", data=data, max_tokens=48), tmp_path / "groc")
     config = json.loads((tmp_path / "groc" / "config.json").read_text())
     check_record(config["environment"])
     assert config["environment"]["wordnet"]  # the lexicon's WordNet version

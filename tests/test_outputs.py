@@ -22,11 +22,12 @@ ENDLESS = ["--max-epochs", "1000", "--patience", "1000", "--lr-patience", "1000"
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
+def work(tmp_path_factory, tiny_run):
+    """data and run: copies of tiny_run.data() and of a tied run of one epoch on it (tests here write
+    beside them, and eval records itself in the run)."""
     root = tmp_path_factory.mktemp("outputs")
-    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "4000,1000",
-             "-o", root / "data", check=True)
-    run_groc("train", root / "data", "-o", root / "run", "--max-epochs", "1", *TINY, check=True)
+    tiny_run.copy(tiny_run.data(), root / "data")
+    tiny_run.copy(tiny_run("tied", max_tokens=None, max_epochs=1), root / "run")
     return root
 
 

@@ -21,7 +21,6 @@ from tests.conftest import REPO, run_env, run_groc
 pytestmark = pytest.mark.slow
 
 SCRIPT = REPO / "recipes" / "gpu-resume.sh"
-TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--device", "cpu", "--seed", "3"]
 
 
 def resume_recipe(tmp: Path, *args) -> subprocess.CompletedProcess:
@@ -32,13 +31,13 @@ def resume_recipe(tmp: Path, *args) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def packed(tmp_path_factory):
-    """Two runs here, packed: pack/manifest.tsv names them; a victim folder outside them."""
+def packed(tmp_path_factory, tiny_run):
+    """Two runs here (copies of tiny_run.small() on a copy of its dataset), packed: pack/manifest.tsv names
+    them; a victim folder outside them."""
     t = tmp_path_factory.mktemp("returned")
-    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "3000,800",
-             "--min-count", "2", "-o", t / "ds", check=True)
+    tiny_run.copy(tiny_run.small_data(), t / "ds")
     for name in ("a", "b"):
-        run_groc("train", t / "ds", "-o", t / "runs" / name, "--max-tokens", "100", *TINY, check=True)
+        tiny_run.copy(tiny_run.small(), t / "runs" / name)
     r = resume_recipe(t, "pack", t / "ds", t / "runs" / "a", t / "runs" / "b")
     assert r.returncode == 0, r.stderr
     (t / "victim").mkdir()

@@ -14,16 +14,15 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """runs/: a finished tied run with a test evaluation, a finished lookup run, an unfinished run (its
-    summary.json gone, as while training), and a damaged one (config.json cut short)."""
+def runs(tmp_path_factory, tiny_run):
+    """data: Persuasion with a test split (tiny_run's, linked here: read-only); runs/: a finished tied run
+    with a test evaluation, a finished lookup run (copies of tiny_run's: eval records itself in a run), an
+    unfinished run (its summary.json gone, as while training), and a damaged one (config.json cut short)."""
     root = tmp_path_factory.mktemp("runs")
-    books = REPO / "groc_cli" / "data"
-    run_groc("prepare", "--train", books / "austen-persuasion.txt", "--split", "3000,500,500", "-o", root / "data",
-             check=True)
-    for kind, tokens in (("tied", "300"), ("lookup", "48")):
-        run_groc("train", root / "data", "-o", root / "runs" / kind, "--output-layer", kind, "--max-tokens", tokens,
-                 *TINY, check=True)
+    data = tiny_run.data(REPO / "groc_cli" / "data" / "austen-persuasion.txt", "3000,500,500")
+    (root / "data").symlink_to(data)
+    for kind, tokens in (("tied", 300), ("lookup", 48)):
+        tiny_run.copy(tiny_run(kind, data=data, max_tokens=tokens), root / "runs" / kind)
     (root / "runs" / "evals").mkdir()
     ev = run_groc("eval", root / "runs" / "tied", root / "data", "--split", "test", check=True).stdout
     (root / "runs" / "evals" / "tied-test.json").write_bytes(ev)

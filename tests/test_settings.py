@@ -15,9 +15,7 @@ from groc_cli.commands import SUMMARIES
 from groc_cli.models import ModelConfig
 from groc_cli.settings import default_of, toml_loads
 from groc_cli.training.loop import TrainConfig
-from tests.conftest import REPO, run_groc
-
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
+from tests.conftest import REPO, TINY, run_groc
 
 
 # Every stage's options are its settings' fields (flag, default, help, choices) and no command function names
@@ -47,11 +45,9 @@ def test_a_bad_dump_choice_names_its_flag(tmp_path, args, message):
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("settings")
-    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "3000,800",
-             "-o", root / "data", check=True)
-    return root / "data"
+def data(tiny_run):
+    """Persuasion, 3000 and 800 tokens (tiny_run's: read-only)."""
+    return tiny_run.data(REPO / "groc_cli" / "data" / "austen-persuasion.txt", "3000,800")
 
 
 def train_json(*args):
@@ -109,9 +105,8 @@ def test_size_sets_the_model_a_setting_flag_wins_over_it_and_it_over_the_file(da
     assert r.returncode != 0 and r.stderr.decode().strip() == "groc: error: --resume continues with the run's own sizes: drop --size"
 
 
-def test_finetune_takes_no_model_setting(data, tmp_path):
-    run_groc("train", data, "-o", tmp_path / "r", *TINY, "--max-tokens", "200", check=True)
-    r = run_groc("finetune", tmp_path / "r", data, "-o", tmp_path / "f", "emb=32")
+def test_finetune_takes_no_model_setting(data, tiny_run, tmp_path):
+    r = run_groc("finetune", tiny_run("tied", data=data, max_tokens=200), data, "-o", tmp_path / "f", "emb=32")
     assert r.returncode == 2 and "emb is a model setting, which this command takes from its run" in r.stderr.decode()
 
 
@@ -188,8 +183,8 @@ def test_a_run_written_with_every_kinds_settings_still_loads_and_reruns(data, tm
     assert again["best_valid_ppl"] == first["best_valid_ppl"]
 
 
-def test_eval_takes_a_config_file_and_overrides(data, tmp_path):
-    run_groc("train", data, "-o", tmp_path / "r", *TINY, "--max-tokens", "400", check=True)
+def test_eval_takes_a_config_file_and_overrides(data, tiny_run, tmp_path):
+    tiny_run.copy(tiny_run("tied", data=data, max_tokens=400), tmp_path / "r")  # a copy: eval records itself in it
     config = tmp_path / "local.toml"
     config.write_text('cache = "local"\ntheta = 0.5\ncache_size = 300\nsplit = "valid"\n')
 

@@ -7,11 +7,10 @@ import shutil
 
 import pytest
 
-from tests.conftest import run_groc
+from tests.conftest import TINY, run_groc
 from tests.test_damaged_artifacts import EVAL, pristine, refused, work  # noqa: F401
 
-TRAIN = ["train", "ds", "-o", "new-run", "--max-tokens", "50", "--emb", "8", "--hidden", "8", "--batch-size", "4",
-         "--bptt", "12", "--device", "cpu"]
+TRAIN = ["train", "ds", "-o", "new-run", "--max-tokens", "50", *TINY]
 
 
 @pytest.mark.parametrize("section", ["trian", "eval"])
@@ -58,13 +57,14 @@ def test_finetune_lexicon_on_a_tied_run(work):
 
 
 @pytest.fixture(scope="module")
-def groc_run(pristine, tmp_path_factory):
-    """A tiny GroC run on ds, trained with lex.parquet; half.parquet: another lexicon of ds's words."""
+def groc_run(tiny_run, tmp_path_factory):
+    """groc: tiny_run.small("groc") on ds, 50 tokens (RESUME's 100 trains it further), trained with
+    lex.parquet (tiny_run's, linked here: read-only); half.parquet: another lexicon of ds's words."""
     root = tmp_path_factory.mktemp("groc-run")
-    run_groc("lexicon", "--vocab", pristine / "ds", "-o", root / "lex.parquet", check=True)
-    run_groc("lexicon", "--vocab", pristine / "ds", "--keep-fraction", "0.5", "-o", root / "half.parquet", check=True)
-    run_groc("train", pristine / "ds", "-o", root / "groc", "--output-layer", "groc", "--lexicon", root / "lex.parquet",
-             *TRAIN[4:], check=True)
+    (root / "lex.parquet").symlink_to(tiny_run.lexicon(tiny_run.small_data()))
+    (root / "groc").symlink_to(tiny_run.small("groc", max_tokens=50))
+    run_groc("lexicon", "--vocab", tiny_run.small_data(), "--keep-fraction", "0.5", "-o", root / "half.parquet",
+             check=True)
     return root
 
 

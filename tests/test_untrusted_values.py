@@ -14,20 +14,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, run_groc
-
-TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--device", "cpu"]
+from tests.conftest import run_groc
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """ds: a small dataset; run and other: two tiny tied runs on it (other seeds); a.parquet and
-    b.parquet: their per-token tables of the valid split."""
+def built(tmp_path_factory, tiny_run):
+    """ds: tiny_run.small_data() (linked here: read-only); run and other: copies of two tiny_run.small()
+    runs on it (seeds 3 and 4; copies, as eval records itself in each); a.parquet and b.parquet: their
+    per-token tables of the valid split."""
     root = tmp_path_factory.mktemp("untrusted")
-    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "3000,800",
-             "--min-count", "2", "-o", root / "ds", check=True)
-    for name, seed in (("run", "3"), ("other", "4")):
-        run_groc("train", root / "ds", "-o", root / name, "--max-tokens", "100", *TINY, "--seed", seed, check=True)
+    (root / "ds").symlink_to(tiny_run.small_data())
+    for name, seed in (("run", 3), ("other", 4)):
+        tiny_run.copy(tiny_run.small(seed=seed), root / name)
     for name, table in (("run", "a.parquet"), ("other", "b.parquet")):
         run_groc("eval", root / name, root / "ds", "--split", "valid", "--device", "cpu", "--per-token", root / table,
                  check=True)

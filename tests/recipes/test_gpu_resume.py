@@ -16,15 +16,15 @@ from tests.conftest import REPO, run_env, run_groc
 pytestmark = pytest.mark.slow
 
 SCRIPT = REPO / "recipes" / "gpu-resume.sh"
-TINY = ["--emb", "8", "--hidden", "8", "--batch-size", "4", "--bptt", "12", "--device", "cpu", "--seed", "3"]
 
 
 @pytest.fixture
-def trained(tmp_path):
-    run_groc("prepare", "--train", REPO / "groc_cli" / "data" / "austen-persuasion.txt", "--split", "3000,800",
-             "--min-count", "2", "-o", tmp_path / "ds", check=True)
-    for name in ("a", "b"):  # stopped by their token budget: a checkpoint in last/, as an interrupted run has
-        run_groc("train", tmp_path / "ds", "-o", tmp_path / "runs" / name, "--max-tokens", "100", *TINY, check=True)
+def trained(tmp_path, tiny_run):
+    """ds, runs/a and runs/b: copies of tiny_run.small_data() and tiny_run.small(), a run stopped by its
+    token budget (a checkpoint in last/, as an interrupted run has)."""
+    tiny_run.copy(tiny_run.small_data(), tmp_path / "ds")
+    for name in ("a", "b"):
+        tiny_run.copy(tiny_run.small(), tmp_path / "runs" / name)
     return tmp_path
 
 

@@ -17,14 +17,16 @@ from tests.conftest import TINY, run_env, run_groc
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory, data_dir):
+def tiny(tmp_path_factory, data_dir, tiny_run):
+    """a, b: PTB slices; lex.parquet: their lexicon; lex-b.parquet: b's (tiny_run's, linked here: read-only)."""
     root = tmp_path_factory.mktemp("tiny")
-    run_groc("prepare", "--train", data_dir / "ptb" / "ptb.valid.txt", "--split", "2500,800", "-o", root / "a", check=True)
-    run_groc("prepare", "--train", data_dir / "ptb" / "ptb.test.txt", "--split", "5000,800", "-o", root / "b", check=True)
+    a = tiny_run.data(data_dir / "ptb" / "ptb.valid.txt", "2500,800")
+    b = tiny_run.data(data_dir / "ptb" / "ptb.test.txt", "5000,800")
+    for name, path in (("a", a), ("b", b), ("lex.parquet", tiny_run.lexicon(a, b)),
+                       ("lex-b.parquet", tiny_run.lexicon(b))):
+        (root / name).symlink_to(path)
     text = (data_dir / "ptb" / "ptb.test.txt").read_text().splitlines()
     (root / "b-text.txt").write_text("\n".join(text[:200]) + "\n")  # b's first lines, for a small target domain
-    run_groc("lexicon", "--vocab", root / "a", "--vocab", root / "b", "-o", root / "lex.parquet", check=True)
-    run_groc("lexicon", "--vocab", root / "b", "-o", root / "lex-b.parquet", check=True)
     return root
 
 
@@ -150,9 +152,8 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny, tmp_path):
 
 
 @pytest.mark.slow
-def test_finetune_unions_vocabularies(tiny, tmp_path):
-    base = tmp_path / "base"
-    run_groc("train", tiny / "a", "-o", base, "--output-layer", "groc", "--lexicon", tiny / "lex.parquet", "--max-tokens", "300", *TINY, check=True)
+def test_finetune_unions_vocabularies(tiny, tiny_run, tmp_path):
+    base = tiny_run("groc", data=tiny / "a", lexicon=tiny / "lex.parquet", max_tokens=300)  # read, not written
     # The target domain: 1,200 tokens of b's text (two epochs of GroC over all of b's 5,000 cost a minute of CPU).
     target = tmp_path / "b-small"
     run_groc("prepare", "--train", tiny / "b-text.txt", "--split", "1200,400", "-o", target, check=True)
@@ -166,8 +167,7 @@ def test_finetune_unions_vocabularies(tiny, tmp_path):
     assert summary["parameters"] == json.loads((base / "config.json").read_text())["parameters"]
     rows = pq.read_table(ft / "metrics.parquet").to_pylist()
     assert len(rows) == 2 and all(r["valid_loss"] and r["train_loss"] for r in rows)
-    tied = tmp_path / "tied"
-    run_groc("train", tiny / "a", "-o", tied, "--max-tokens", "300", *TINY, check=True)
+    tied = tiny_run("tied", data=tiny / "a", max_tokens=300)
     r = run_groc("finetune", tied, target, "-o", tmp_path / "tied-ft", "--max-epochs", "1", "--json", *TINY[4:], check=True)
     assert json.loads(r.stdout)["parameters"] > json.loads((tied / "config.json").read_text())["parameters"]
 
@@ -175,15 +175,14 @@ def test_finetune_unions_vocabularies(tiny, tmp_path):
 @pytest.mark.slow
 def test_two_process_data_parallel_matches_one_process(tiny, tmp_path):
     # Two CPU processes (gloo), also on a machine with one GPU, which cannot host two NCCL ranks.
-    common = ["--emb", "16", "--hidden", "24", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3",
-              "--dropout", "0", "--max-epochs", "1", "--device", "cpu"]
+    common = [*TINY, "--dropout", "0", "--max-epochs", "1", "--device", "cpu"]  # TINY's batch: 4 in each process
     single = tmp_path / "single"
-    run_groc("train", tiny / "a", "-o", single, "--batch-size", "8", *common, check=True)
+    run_groc("train", tiny / "a", "-o", single, *common, "--batch-size", "8", check=True)  # the last one counts
     ddp = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
-                        "-m", "groc_cli", "train", str(tiny / "a"), "-o", str(ddp), "--batch-size", "4",
-                        *common, "--json"], capture_output=True, env=env)
+                        "-m", "groc_cli", "train", str(tiny / "a"), "-o", str(ddp), *common, "--json"],
+                       capture_output=True, env=env)
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     assert len([line for line in r.stdout.decode().splitlines() if line.startswith("{")]) == 1  # rank 0 only
     one, two = pq.read_table(single / "metrics.parquet").to_pylist(), pq.read_table(ddp / "metrics.parquet").to_pylist()

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from groc_cli.training.loop import TrainConfig, Trainer
-from tests.conftest import run_groc
+from tests.conftest import TINY, run_groc
 from tests.models.test_models import VOCAB, make
 
-TINY = ["--emb", "16", "--hidden", "16", "--batch-size", "4", "--bptt", "10", "--eval-batch-size", "4", "--seed", "3",
-        "--dropout", "0", "--init-range", "0.1"]
+# conftest's tiny model, without dropout and initialised as Zaremba et al.'s is
+MODEL = [*TINY, "--dropout", "0", "--init-range", "0.1"]
 ZAREMBA = ["--optimizer", "sgd", "--schedule", "epochs", "--lr", "20", "--lr-decay", "0.5", "--lr-decay-after", "4",
            "--clip", "0.25"]
 
@@ -34,7 +34,7 @@ def test_the_small_models_schedule_epoch_by_epoch_and_across_a_resume(ptb_slice,
     """Zaremba et al.'s code (and the TensorFlow tutorial) run epochs 1-5 at the full rate and halve it
     after every later epoch: lr · 0.5^max(0, epoch - 1 - 4)."""
     run = tmp_path / "run"
-    first = run_groc("train", ptb_slice, "-o", run, "--output-layer", "lookup", *TINY, *ZAREMBA, "--max-epochs", "3",
+    first = run_groc("train", ptb_slice, "-o", run, "--output-layer", "lookup", *MODEL, *ZAREMBA, "--max-epochs", "3",
                      "--json")
     assert first.returncode == 0, first.stderr.decode()
     run_groc("train", ptb_slice, "-o", run, "--resume", "--max-epochs", "8", check=True)
@@ -51,7 +51,7 @@ def test_settings_of_another_optimizer_or_schedule_are_refused(ptb_slice, tmp_pa
     for extra, message in ((["--optimizer", "sgd", "--adam-eps", "1e-6"], "--adam-eps is a setting of optimizer adam"),
                            (["--lr-decay-after", "6"], "--lr-decay-after is a setting of schedule epochs"),
                            (["--schedule", "epochs", "--lr-patience", "2"], "--lr-patience is a setting of schedule plateau")):
-        result = run_groc("train", ptb_slice, "-o", tmp_path / "run", *TINY, *extra)
+        result = run_groc("train", ptb_slice, "-o", tmp_path / "run", *MODEL, *extra)
         assert result.returncode == 2 and message in result.stderr.decode()
         assert not (tmp_path / "run").exists()
 
