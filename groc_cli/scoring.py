@@ -170,9 +170,9 @@ def line_cache(run, kind: str, weight: float, settings: dict):
 def batch_log_probs(run, lines: list[list[str]]) -> list:
     """Each line's log-probs (numpy) as ``run`` (a ``LoadedRun``) scores it alone (from the start state,
     with its own evaluation vocabulary and uniform share), the lines side by side in one LSTM call
-    (``LoadedRun.score``'s short lines). GroC in union mode
-    outputs the model's words and every line's new words, each line's softmax without the
-    other lines' new words, so a line's numbers are those it gets alone (to float rounding)."""
+    (``LoadedRun.score``'s short lines). GroC in union mode outputs the model's words and every
+    line's new words, each line's softmax without the other lines' new words, so a line's numbers
+    are those it gets alone (to float rounding)."""
     import numpy as np
     import torch
 
