@@ -50,31 +50,31 @@ names it; the same evaluation again replaces it), where 'groc runs RUN' shows it
 """
 
 
+RUN_DIR = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'.")
+DATASET = typer.Argument(..., help="Dataset directory from 'groc prepare' (matched to the model by word strings).")
+OVERRIDES = typer.Argument(None, metavar="[KEY=VALUE]...", help="Override any setting, e.g. cache=local theta=0.5 "
+                           "split=valid (after the flags' values and the --config file's).")
+CONFIG = typer.Option(None, "--config", help="Settings from a JSON or TOML file (e.g. cache = \"local\", theta = 0.5); "
+                      "flags and KEY=VALUE arguments override it.")
+GRID_OUT = S.placed_after("grid", typer.Option(None, "--grid-out", help="With --grid: write the table (one row per "
+                                               "setting, best marked) as Parquet."))
+PLOT = S.placed_after("grid", typer.Option(None, "--plot", help="With --grid of one or two settings: draw the "
+                                           "perplexity of each combination as a PNG heatmap, best outlined (needs "
+                                           "matplotlib)."))
+PER_TOKEN = S.placed_after("lexicon", typer.Option(None, "--per-token", help="Write one Parquet row per prediction: "
+                                                   "position, word, in_train, train_freq, model_logp, final_logp "
+                                                   "(natural log)."))
+STATES = S.placed_after("lexicon", typer.Option(None, "--states", help="Read hidden states and model log-probs from a "
+                                                "'groc dump' directory instead of running the model (refused if its "
+                                                "model or dataset checksum differs)."))
+FORCE = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out, --plot or --index-save file.")
+
+
 def eval_command(
-    ctx: typer.Context,
-    run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
-    dataset: Path = typer.Argument(..., help="Dataset directory from 'groc prepare' (matched to the model by word strings)."),
-    overrides: Optional[list[str]] = typer.Argument(None, metavar="[KEY=VALUE]...", help="Override any setting, e.g. "
-                                                    "cache=local theta=0.5 split=valid (after the flags' values and the "
-                                                    "--config file's)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Settings from a JSON or TOML file (e.g. cache = "
-                                          "\"local\", theta = 0.5); flags and KEY=VALUE arguments override it."),
-    grid_out: Optional[Path] = S.placed_after("grid", typer.Option(None, "--grid-out", help="With --grid: write the table "
-                                              "(one row per setting, best marked) as Parquet.")),
-    plot: Optional[Path] = S.placed_after("grid", typer.Option(None, "--plot", help="With --grid of one or two settings: "
-                                          "draw the perplexity of each combination as a PNG heatmap, best outlined (needs "
-                                          "matplotlib).")),
-    per_token: Optional[Path] = S.placed_after("lexicon", typer.Option(None, "--per-token", help="Write one Parquet row "
-                                               "per prediction: position, word, in_train, train_freq, model_logp, "
-                                               "final_logp (natural log).")),
-    states: Optional[Path] = S.placed_after("lexicon", typer.Option(None, "--states", help="Read hidden states and model "
-                                            "log-probs from a 'groc dump' directory instead of running the model "
-                                            "(refused if its model or dataset checksum differs).")),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --per-token, --grid-out, --plot or --index-save file."),
-    verify: bool = VERIFY,
-    threads: str = THREADS,
-    json_out: bool = RECORD_JSON,
-    **options,
+    ctx: typer.Context, run_dir: Path = RUN_DIR, dataset: Path = DATASET, overrides: Optional[list[str]] = OVERRIDES,
+    config: Optional[Path] = CONFIG, grid_out: Optional[Path] = GRID_OUT, plot: Optional[Path] = PLOT,
+    per_token: Optional[Path] = PER_TOKEN, states: Optional[Path] = STATES, force: bool = FORCE,
+    verify: bool = VERIFY, threads: str = THREADS, json_out: bool = RECORD_JSON, **options,
 ) -> None:
     """Perplexity of a trained model on a split (one stream, carried state); JSON on stdout, a summary line on stderr."""
     with S.setting_errors(ctx, GrocError):  # the library's errors name settings: say their flags
@@ -85,16 +85,15 @@ def eval_command(
         origin: dict[str, str] = {}
         given = {name: value for name, value in options.items() if value or name not in FROM_STATES}
         settings = S.resolve(ctx, {"eval": EvalSettings}, given, config, overrides, origin=origin)["eval"]
-        cache, grid = settings.cache, settings.grid
         with contextlib.ExitStack() as outputs:
-            axes = _plot_axes(plot, grid, cache)
+            axes = _plot_axes(plot, settings.grid, settings.cache)
             if plot is not None:
                 outputs.enter_context(claim_output(plot, force, "--plot", "file", inputs=(run_dir, dataset, states)))
             result = evaluate(run_dir, dataset, settings, EvalOutputs(per_token, grid_out, force), states_dir=states,
                               vocab_given="vocab" in origin, split_given="split" in origin, verify=verify)
             if plot is not None:
-                _draw(result, settings, cache, axes, plot, run_dir)
-        if grid is None:
+                _draw(result, settings, settings.cache, axes, plot, run_dir)
+        if settings.grid is None:
             _record(result, run_dir)
         if json_out:
             emit_json(result)

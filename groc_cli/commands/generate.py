@@ -38,20 +38,22 @@ samples may emit; --no-unk never draws it.
 """
 
 
+PROMPT = typer.Argument(None, help="The prompt (tokenized words, as the run's data); none: start from nothing, or "
+                        "read --input.")
+INPUT = typer.Option(None, "--input", metavar="FILE|-", help="Prompts, one a line ('-': stdin); each line gets "
+                     "--num-samples samples.")
+AS_JSON = typer.Option(False, "--json", help="One JSON object per sample, with each word's log-probability.")
+
+
 @S.with_settings(GenerateSettings)
 @S.with_settings(GenerateInput, after="input")
 def generate(
     ctx: typer.Context,
     run_dir: Path = typer.Argument(..., help="Run directory from 'groc train' or 'groc finetune'."),
-    prompt: Optional[str] = typer.Argument(None, help="The prompt (tokenized words, as the run's data); none: "
-                                           "start from nothing, or read --input."),
-    input: Optional[str] = typer.Option(None, "--input", metavar="FILE|-", help="Prompts, one a line ('-': stdin); "
-                                        "each line gets --num-samples samples."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per sample, with each word's log-probability."),
+    prompt: Optional[str] = PROMPT, input: Optional[str] = INPUT, as_json: bool = AS_JSON,
     checkpoint: Checkpoint = checkpoint_option(),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N."),
-    errors: Utf8Errors = UTF8_ERRORS,
-    threads: str = THREADS,
+    errors: Utf8Errors = UTF8_ERRORS, threads: str = THREADS,
     **settings,
 ) -> None:
     """Sample text from a trained run, one sample a line, streamed as it is drawn."""
@@ -59,9 +61,7 @@ def generate(
         if prompt is not None and input is not None:
             raise GrocError("give a prompt or --input, not both")
         reading, drawing = S.settings_of(ctx, GenerateInput, settings), S.settings_of(ctx, GenerateSettings, settings)
-        if reading.vocab is not None and reading.vocab != "model" and not Path(reading.vocab).exists():
-            raise GrocError(f"--vocab {reading.vocab}: no such file or directory (a word list, a dataset directory, or "
-                            "'model')")
+        _check_vocab(reading.vocab)
         from ..api import load_run
         from ..runtime import set_threads
         from ..text.io import open_input
@@ -74,6 +74,12 @@ def generate(
         with contextlib.ExitStack() as stack, S.setting_errors(ctx, SettingError):
             prompts = _prompts(stack, stream, prompt, input, errors, reading)
             _write(run.generate_stream(prompts, reading.vocab, **drawing.as_dict()), as_json)
+
+
+def _check_vocab(vocab: Optional[str]) -> None:
+    """--vocab names the run's own vocabulary ('model'), or a word list or dataset directory that exists."""
+    if vocab is not None and vocab != "model" and not Path(vocab).exists():
+        raise GrocError(f"--vocab {vocab}: no such file or directory (a word list, a dataset directory, or 'model')")
 
 
 def _prompts(stack: contextlib.ExitStack, stream, prompt: Optional[str], input: Optional[str], errors: Utf8Errors,

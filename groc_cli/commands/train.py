@@ -38,20 +38,20 @@ EPILOG = """[bold]Examples[/bold]
 Size = choices("Size", *SIZES)
 
 
+SIZE = typer.Option(None, "--size", help="A named model size: 'small' (2 x 200, 200-d embeddings, dropout 0.3 on "
+                    "inputs, between and after the layers: the size to train on a CPU) or 'paper' (2 x 1024, 300-d "
+                    "embeddings, dropout 0.65: the defaults, for a GPU). It wins over --config; --emb, --hidden, "
+                    "--layers, --dropout and --emb-dropout win over it.")
+OUTPUT_DIR = typer.Option(..., "-o", "--output-dir", help="Run directory to create.")
+LEXICON = typer.Option(None, "--lexicon", help="Lexicon table from 'groc lexicon' (needed by --output-layer groc).")
+
+
 @S.with_settings(ModelConfig, TrainConfig)
 def train(
     ctx: typer.Context,
     dataset: Path = typer.Argument(..., help="Dataset directory from 'groc prepare'."),
-    overrides: Optional[list[str]] = S.OVERRIDES,
-    output_dir: Path = typer.Option(..., "-o", "--output-dir", help="Run directory to create."),
-    lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="Lexicon table from 'groc lexicon' (needed by --output-layer groc)."),
-    config: Optional[Path] = S.CONFIG,
-    size: Optional[Size] = typer.Option(
-        None, "--size",
-        help="A named model size: 'small' (2 x 200, 200-d embeddings, dropout 0.3 on inputs, between and after the "
-             "layers: the size to train on a CPU) or 'paper' (2 x 1024, 300-d embeddings, dropout 0.65: the "
-             "defaults, for a GPU). It wins over --config; --emb, --hidden, --layers, --dropout and --emb-dropout "
-             "win over it."),
+    overrides: Optional[list[str]] = S.OVERRIDES, output_dir: Path = OUTPUT_DIR, lexicon: Optional[Path] = LEXICON,
+    config: Optional[Path] = S.CONFIG, size: Optional[Size] = SIZE,
     old_output: Optional[str] = typer.Option(None, "--output", hidden=True),
     device: str = COMMON["device"], resume: bool = COMMON["resume"], force: bool = COMMON["force"],
     json_out: bool = COMMON["json_out"], tensorboard: Optional[Path] = COMMON["tensorboard"], verify: bool = VERIFY, threads: str = THREADS,

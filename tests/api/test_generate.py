@@ -12,23 +12,22 @@ from tests.conftest import REPO, TEST_ENV, run_groc
 
 pytestmark = pytest.mark.slow
 
-TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", "--seed", "3"]
 BOOKS = REPO / "groc_cli" / "data"
+PERSUASION = (BOOKS / "austen-persuasion.txt", "4000,1000", "--tokenize", "--lower")
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
+def work(tmp_path_factory, tiny_run):
     """A tied and a GroC run on the start of Persuasion; emma: a dataset of the start of Emma (a
-    vocabulary with words the runs never saw)."""
+    vocabulary with words the runs never saw); each a link, under one folder, to tiny_run's shared one."""
     root = tmp_path_factory.mktemp("generate")
-    run_groc("prepare", "--train", BOOKS / "austen-persuasion.txt", "--tokenize", "--lower", "--split", "4000,1000",
-             "-o", root / "data", check=True)
-    run_groc("prepare", "--train", BOOKS / "austen-emma.txt", "--tokenize", "--lower", "--split", "3000",
-             "-o", root / "emma", check=True)
-    run_groc("lexicon", "--vocab", root / "data", "--vocab", root / "emma", "-o", root / "lex.parquet", check=True)
-    run_groc("train", root / "data", "-o", root / "tied", "--output-layer", "tied", "--max-tokens", "300", *TINY, check=True)
-    run_groc("train", root / "data", "-o", root / "groc", "--output-layer", "groc", "--lexicon", root / "lex.parquet",
-             "--max-tokens", "48", *TINY, check=True)
+    data = tiny_run.data(*PERSUASION)
+    emma = tiny_run.data(BOOKS / "austen-emma.txt", "3000", "--tokenize", "--lower")
+    lexicon = tiny_run.lexicon(data, emma)
+    shared = {"data": data, "emma": emma, "lex.parquet": lexicon, "tied": tiny_run("tied", data=data),
+              "groc": tiny_run("groc", data=data, lexicon=lexicon, max_tokens=48)}
+    for name, path in shared.items():
+        (root / name).symlink_to(path)
     return root
 
 
@@ -201,17 +200,14 @@ def test_tokenize_reads_a_raw_prompt_as_its_words(work):
     assert plain["prompt"] == "Anne's captain, here."  # without --tokenize the prompt is read as it is
 
 
-def test_no_unk_never_draws_unk_which_samples_may_emit_otherwise(work, tmp_path):
+def test_no_unk_never_draws_unk_which_samples_may_emit_otherwise(tiny_run):
     """A run whose vocabulary keeps 30 words (most training tokens <unk>) emits <unk> by default; with --no-unk
     the same draws never do, and each word's log-probability is over the words without <unk> (greater)."""
-    run_groc("prepare", "--train", BOOKS / "austen-persuasion.txt", "--tokenize", "--lower", "--split", "4000,1000",
-             "--max-vocab", "30", "-o", tmp_path / "data", check=True)
-    run_groc("train", tmp_path / "data", "-o", tmp_path / "run", "--output-layer", "tied", "--max-tokens", "300", *TINY,
-             check=True)
+    run = tiny_run("tied", data=tiny_run.data(*PERSUASION, "--max-vocab", "30"))
     args = ("she was", "--max-tokens", "20", "--num-samples", "4", "--seed", "1", "--json")
-    plain = [json.loads(line) for line in lines(run_groc("generate", tmp_path / "run", *args))]
+    plain = [json.loads(line) for line in lines(run_groc("generate", run, *args))]
     assert any(w == "<unk>" for r in plain for w, _ in r["tokens"])
-    banned = [json.loads(line) for line in lines(run_groc("generate", tmp_path / "run", *args, "--no-unk"))]
+    banned = [json.loads(line) for line in lines(run_groc("generate", run, *args, "--no-unk"))]
     assert len(banned) == 4 and all(w != "<unk>" for r in banned for w, _ in r["tokens"])
     assert sum(len(r["tokens"]) for r in banned) > 0
     # The first word drawn before any <unk> is the same draw; its probability is renormalised without <unk>.

@@ -85,33 +85,29 @@ def test_union_vocabulary_is_finite_for_groc_and_tied(runs):
 
 
 @pytest.mark.slow
-def test_table_model_warns_when_unk_inputs_were_never_trained(runs, tmp_path):
+def test_table_model_warns_when_unk_inputs_were_never_trained(runs, tmp_path, tiny_run):
     """Raw text prepared with every training word in the vocabulary has no <unk> to train
     on: a table model that then reads <unk> for new words is warned about (eval and dump);
     PTB, whose text has <unk>, and GroC, which composes inputs, are not."""
     from pathlib import Path
 
     emma = Path(__file__).resolve().parents[2] / "groc_cli" / "data" / "austen-emma.txt"
-    run_groc("prepare", "--train", emma, "--tokenize", "--lower", "--split", "3000,500", "-o", tmp_path / "emma", check=True)
-    run_groc("train", tmp_path / "emma", "-o", tmp_path / "tied", "--output-layer", "tied", "--max-tokens", "200",
-             "--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", check=True)
-    _, err = eval_cli(tmp_path / "tied", runs / "wiki", "--split", "valid", "--vocab", "union", "--device", "cpu")
+    tied = tiny_run("tied", data=tiny_run.data(emma, "3000,500", "--tokenize", "--lower"), max_tokens=200)
+    _, err = eval_cli(tied, runs / "wiki", "--split", "valid", "--vocab", "union", "--device", "cpu")
     assert "<unk> never occurred in this model's training data" in err and "--min-count 2" in err
-    dumped = run_groc("dump", tmp_path / "tied", runs / "wiki", "--split", "valid", "-o", tmp_path / "states", check=True)
+    dumped = run_groc("dump", tied, runs / "wiki", "--split", "valid", "-o", tmp_path / "states", check=True)
     assert "<unk> never occurred" in dumped.stderr.decode()
     for run in ("tied", "groc"):
         _, err = eval_cli(runs / run, runs / "wiki", "--split", "valid", "--vocab", "union", "--device", "cpu")
         assert "never occurred" not in err
     # The advice works: with --min-count 2 the words seen once are read as <unk> in training,
     # the run counts them, and the warning is gone.
-    run_groc("prepare", "--train", emma, "--tokenize", "--lower", "--split", "3000,500", "--min-count", "2",
-             "-o", tmp_path / "emma2", check=True)
-    run_groc("train", tmp_path / "emma2", "-o", tmp_path / "tied2", "--output-layer", "tied", "--max-tokens", "200",
-             "--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--eval-batch-size", "4", check=True)
-    oov = json.loads((tmp_path / "emma2" / "manifest.json").read_text())["splits"]["train"]["oov_tokens"]
-    words, counts = pq.read_table(tmp_path / "tied2" / "vocab.parquet").to_pydict().values()
+    emma2 = tiny_run.data(emma, "3000,500", "--tokenize", "--lower", "--min-count", "2")
+    tied2 = tiny_run("tied", data=emma2, max_tokens=200)
+    oov = json.loads((emma2 / "manifest.json").read_text())["splits"]["train"]["oov_tokens"]
+    words, counts = pq.read_table(tied2 / "vocab.parquet").to_pydict().values()
     assert oov > 0 and counts[words.index(UNK)] == oov
-    _, err = eval_cli(tmp_path / "tied2", runs / "wiki", "--split", "valid", "--vocab", "union", "--device", "cpu")
+    _, err = eval_cli(tied2, runs / "wiki", "--split", "valid", "--vocab", "union", "--device", "cpu")
     assert "never occurred" not in err
 
 
