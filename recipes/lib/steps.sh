@@ -99,9 +99,11 @@ _resumable() {
   local mode=() args=() a skip=0
   if [ -d "$run/last" ]; then
     mode=(--resume)
-    # The run's config.json holds what a --config file gave it, and --resume refuses the file.
+    # The run's config.json holds what a --config file and KEY=VALUE overrides gave it, and --resume
+    # refuses both (the flags it checks against the run's own settings).
     for a in "$@"; do
-      if [ "$skip" = 1 ]; then skip=0; elif [ "$a" = --config ]; then skip=1; else args+=("$a"); fi
+      if [ "$skip" = 1 ]; then skip=0; elif [ "$a" = --config ]; then skip=1
+      elif [[ $a =~ ^[a-z][a-z0-9_]*= ]]; then :; else args+=("$a"); fi
     done
     set -- ${args[@]+"${args[@]}"}
   elif [ -n "$(ls -A "$run" 2>/dev/null)" ]; then mode=(--force); fi

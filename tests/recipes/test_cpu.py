@@ -287,3 +287,19 @@ def test_converge_trains_the_bias_and_encoder_ab_models_and_keeps_each_record(tm
         "metrics.parquet", "near-open.json", "summary.json"]
     table = (out / "converge.md").read_text()
     assert "| GroC, free per-word bias |" in table and "| GroC, paper-size encoder and free bias |" in table
+
+
+@pytest.mark.slow
+def test_converge_resumes_an_interrupted_run_without_its_key_value_settings(tmp_path):
+    """A re-run continues a run that an interruption left with a checkpoint (RUN/last): `--resume`, which
+    refuses KEY=VALUE overrides (the run's config.json has them), gets the flags alone."""
+    out = tmp_path / "converge"
+    (out / "runs" / "groc-paper-encoder" / "last").mkdir(parents=True)
+    full = recipe_env(tmp_path, CALLS=str(tmp_path / "calls"), OUT=str(out), RECORDS=str(tmp_path / "records"),
+                      MODELS="groc-paper-encoder", JOBS="1")
+    r = subprocess.run(["bash", "-c", FAKE + f"bash {REPO}/recipes/converge.sh"], capture_output=True, text=True,
+                       env=full, stdin=subprocess.DEVNULL, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    [train] = [c for c in calls(tmp_path) if c.startswith("train ")]
+    assert train.endswith(f"-o {out}/runs/groc-paper-encoder --resume"), train
+    assert "=" not in train and f"--lexicon {out}/lexicon.parquet" in train and "--emb 128" in train
