@@ -272,74 +272,84 @@ def _batch_ids(batch: list[str], index: dict[str, int], name: str) -> np.ndarray
         raise _changed(name, f"the word {exc.args[0]!r} is new") from None
 
 
-def _write_ids(lines: Iterator[list[str]], n_lines: int, index: dict[str, int], eos: bool, dtype: np.dtype,
-               out: BinaryIO, digest, in_vocab: int, name: str) -> tuple[int, int]:
-    """Map the next `n_lines` lines to ids, appended to `out` as raw `dtype`; return (tokens, tokens >= in_vocab)."""
-    tokens = oov = read = 0
-    batch: list[str] = []
+class _IdWriter:
+    """The second pass's writing: each split's ids, mapped from its words by ``index``, appended as raw
+    ``dtype`` to a scratch file of its own in ``tmp`` (kept in ``files`` until ``scratch`` closes), with
+    its token count and the count of tokens outside the vocabulary's first ``in_vocab`` ids."""
 
-    def flush() -> None:
-        nonlocal tokens, oov
-        ids = _batch_ids(batch, index, name)
-        digest.update(ids.tobytes())
-        out.write(ids.astype(dtype).tobytes())
-        tokens += len(ids)
-        oov += int(np.count_nonzero(ids >= in_vocab))
+    def __init__(self, scan: Scan, index: dict[str, int], in_vocab: int, tmp: Path, scratch: contextlib.ExitStack):
+        self.scan, self.index, self.in_vocab, self.tmp, self.scratch = scan, index, in_vocab, tmp, scratch
+        self.dtype = id_dtype(len(index))
+        self.files: dict[str, BinaryIO] = {}
+
+    def open(self, name: str) -> BinaryIO:
+        self.files[name] = self.scratch.enter_context(tempfile.TemporaryFile(dir=self.tmp, buffering=1 << 20))
+        return self.files[name]
+
+    def write(self, batch: list[str], name: str, counts: list[int]) -> np.ndarray:
+        """Append ``batch``'s ids to split ``name``'s file, add its tokens and out-of-vocabulary tokens to
+        ``counts``, empty the batch; the ids (uint32)."""
+        ids = _batch_ids(batch, self.index, self.scan.labels[name])
+        self.files[name].write(ids.astype(self.dtype).tobytes())
+        counts[0] += len(ids)
+        counts[1] += int(np.count_nonzero(ids >= self.in_vocab))
         batch.clear()
+        return ids
 
-    with progress(f"writing {name}", total=n_lines, unit="lines") as advance:
-        for line in itertools.islice(lines, n_lines):
-            batch += line
-            if eos:
-                batch.append(EOS)
-            read += 1
-            if len(batch) >= BATCH_TOKENS:
-                flush()
-            if not read % PROGRESS_LINES:
-                advance(PROGRESS_LINES)
-        flush()
-    if read < n_lines:
-        raise _changed(name, f"{read:,} lines, {n_lines:,} before")
-    return tokens, oov
+    def consecutive(self, lines: Iterator[list[str]], name: str, n_lines: int, digest) -> tuple[int, int]:
+        """Split ``name``: the next ``n_lines`` lines, their ids added to ``digest`` as they are written;
+        (tokens, tokens >= in_vocab)."""
+        self.open(name)
+        counts, read = [0, 0], 0
+        batch: list[str] = []
+        with progress(f"writing {self.scan.labels[name]}", total=n_lines, unit="lines") as advance:
+            for line in itertools.islice(lines, n_lines):
+                batch += line
+                if self.scan.eos:
+                    batch.append(EOS)
+                read += 1
+                if len(batch) >= BATCH_TOKENS:
+                    digest.update(self.write(batch, name, counts).tobytes())
+                if not read % PROGRESS_LINES:
+                    advance(PROGRESS_LINES)
+            digest.update(self.write(batch, name, counts).tobytes())
+        if read < n_lines:
+            raise _changed(self.scan.labels[name], f"{read:,} lines, {n_lines:,} before")
+        return counts[0], counts[1]
 
+    def shuffled(self, lines: Iterator[list[str]], assignment: np.ndarray, names: list[str]) -> dict[str, tuple[int, int]]:
+        """A shuffled split's lines: each line's ids, in input order, appended to the file of the split
+        ``assignment`` gives it (lines LEFT_OUT skipped); {split: (tokens, tokens >= in_vocab)}."""
+        for name in names:
+            self.open(name)
+        batches: dict[str, list[str]] = {name: [] for name in names}
+        counts = {name: [0, 0] for name in names}
+        read = 0
+        with progress("writing the shuffled splits", total=len(assignment), unit="lines") as advance:
+            for k, line in zip(assignment.tobytes(), lines):
+                read += 1
+                if not read % PROGRESS_LINES:
+                    advance(PROGRESS_LINES)
+                if k == LEFT_OUT:
+                    continue
+                batch = batches[names[k]]
+                batch += line
+                if self.scan.eos:
+                    batch.append(EOS)
+                if len(batch) >= BATCH_TOKENS:
+                    self.write(batch, names[k], counts[names[k]])
+        for name in names:
+            self.write(batches[name], name, counts[name])
+        if read < len(assignment):
+            raise _changed(self.scan.labels[names[0]], f"{read:,} lines, {len(assignment):,} before")
+        return {name: (c[0], c[1]) for name, c in counts.items()}
 
-def _write_assigned(lines: Iterator[list[str]], assignment: np.ndarray, names: list[str], index: dict[str, int], eos: bool,
-                    dtype: np.dtype, id_files: dict[str, BinaryIO], scratch: contextlib.ExitStack, tmp: Path,
-                    in_vocab: int, labels: Mapping[str, str]) -> dict[str, tuple[int, int]]:
-    """A shuffled split's second pass: each line's ids, in input order, appended to the scratch file of
-    the split ``assignment`` gives it (lines LEFT_OUT skipped); returns {split: (tokens, tokens >= in_vocab)}."""
-    for name in names:
-        id_files[name] = scratch.enter_context(tempfile.TemporaryFile(dir=tmp, buffering=1 << 20))
-    batches: dict[str, list[str]] = {name: [] for name in names}
-    counts = {name: [0, 0] for name in names}
-
-    def flush(name: str) -> None:
-        batch = batches[name]
-        ids = _batch_ids(batch, index, labels[name])
-        id_files[name].write(ids.astype(dtype).tobytes())
-        counts[name][0] += len(ids)
-        counts[name][1] += int(np.count_nonzero(ids >= in_vocab))
-        batch.clear()
-
-    read = 0
-    with progress("writing the shuffled splits", total=len(assignment), unit="lines") as advance:
-        for k, line in zip(assignment.tobytes(), lines):
-            read += 1
-            if not read % PROGRESS_LINES:
-                advance(PROGRESS_LINES)
-            if k == LEFT_OUT:
-                continue
-            batch = batches[names[k]]
-            batch += line
-            if eos:
-                batch.append(EOS)
-            if len(batch) >= BATCH_TOKENS:
-                flush(names[k])
-    for name in names:
-        flush(name)
-    if read < len(assignment):
-        raise _changed(labels[names[0]], f"{read:,} lines, {len(assignment):,} before")
-    return {name: (c[0], c[1]) for name, c in counts.items()}
+    def digest_file(self, name: str, digest) -> None:
+        """Add split ``name``'s written ids (as uint32) to ``digest``, as ``consecutive`` does while writing."""
+        raw = self.files[name]
+        raw.seek(0)
+        while chunk := raw.read(ROW_GROUP * self.dtype.itemsize):
+            digest.update(np.frombuffer(chunk, dtype=self.dtype).astype(np.uint32).tobytes())
 
 
 def _changed(name: str, detail: str) -> GrocError:
@@ -387,88 +397,91 @@ def write_dataset(
 
     Memory holds the counts and one batch of lines. The ids go to an unnamed scratch file first:
     the checksum that every Parquet file carries in its schema is known only once all ids are."""
-    counts, stats, eos = scan.counts, scan.stats, scan.eos
-    train_counts = counts.get("train", Counter())
-    vocab = build_vocabulary(train_counts, min_count, max_vocab, eos) if train_counts else []
+    train_counts = scan.counts.get("train", Counter())
+    vocab = build_vocabulary(train_counts, min_count, max_vocab, scan.eos) if train_counts else []
     _check_content(scan, vocab, min_count, max_vocab)
-    in_vocab = len(vocab)
-    known = set(vocab)
-    total: Counter = Counter()
-    for c in counts.values():
-        total.update(c)
-    rest = sorted((w for w in total if w not in known), key=lambda w: (-total[w], w))
-    words = vocab + rest
-    del total, known, rest
-    index = {w: i for i, w in enumerate(words)}
-    dtype = id_dtype(len(words))
-    digest = _checksum_start(words, in_vocab)
-
+    words = _all_words(scan.counts, vocab)
+    digest = _checksum_start(words, len(vocab))
     with atomic_dir(out_dir) as tmp, contextlib.ExitStack() as scratch:
-        id_files: dict[str, BinaryIO] = {}
-        for source, segments, assignment in scan.plan:
-            lines = iter(source)
-            if assignment is not None:
-                with _closing(lines):
-                    for name, (written, oov) in _write_assigned(lines, assignment, [n for n, _ in segments], index, eos,
-                                                                dtype, id_files, scratch, tmp, in_vocab, scan.labels).items():
-                        if written != stats[name].tokens:
-                            raise _changed(scan.labels[name], f"{written:,} tokens, {stats[name].tokens:,} before")
-                        if train_counts:
-                            stats[name].oov_tokens = oov
-                for name, _ in segments:  # the checksum takes each split's ids in turn, as _write_ids gives them
-                    digest.update(name.encode())
-                    raw = id_files[name]
-                    raw.seek(0)
-                    while chunk := raw.read(ROW_GROUP * dtype.itemsize):
-                        digest.update(np.frombuffer(chunk, dtype=dtype).astype(np.uint32).tobytes())
-                continue
-            with _closing(lines):
-                for name, n_lines in segments:
-                    log(f"writing the {name} split")
-                    id_files[name] = scratch.enter_context(tempfile.TemporaryFile(dir=tmp, buffering=1 << 20))
-                    digest.update(name.encode())
-                    written, oov = _write_ids(lines, n_lines, index, eos, dtype, id_files[name], digest, in_vocab, scan.labels[name])
-                    if written != stats[name].tokens:
-                        raise _changed(scan.labels[name], f"{written:,} tokens, {stats[name].tokens:,} before")
-                    if train_counts:
-                        stats[name].oov_tokens = oov
-        checksum = digest.hexdigest()
+        writer = _IdWriter(scan, {w: i for i, w in enumerate(words)}, len(vocab), tmp, scratch)
+        _write_splits(scan, writer, digest)
         manifest = {
             "format": DATASET_FORMAT,
             "format_version": FORMAT_VERSION,
             "groc_version": __version__,
-            "checksum": checksum,
-            "eos": eos,
-            "vocab_size": in_vocab,
+            "checksum": digest.hexdigest(),
+            "eos": scan.eos,
+            "vocab_size": len(vocab),
             "types_total": len(words),
-            "id_dtype": str(dtype),
+            "id_dtype": str(writer.dtype),
             "unk": UNK if vocab else None,
-            "splits": {name: stats[name].as_dict() for name in stats},
+            "splits": {name: stats.as_dict() for name, stats in scan.stats.items()},
             "inputs": inputs or {},
             "arguments": arguments or {},
         }
-        meta = provenance("prepare", checksum=checksum, format_version=FORMAT_VERSION)
-        vocab_table = pa.table(
-            {
-                "id": pa.array(np.arange(len(words), dtype=np.uint32)),
-                "word": pa.array(words, type=pa.string()),
-                **{
-                    f"count_{name}": pa.array([counts[name].get(w, 0) if name in counts else 0 for w in words], type=pa.int64())
-                    for name in SPLITS
-                },
-                "in_vocab": pa.array(np.arange(len(words)) < in_vocab),
-            }
-        )
-        write_parquet(vocab_table, tmp / "vocab.parquet", meta)
-        del vocab_table
-        schema = pa.schema([("id", pa.from_numpy_dtype(dtype))])
-        for name, raw in id_files.items():
-            raw.seek(0)
-            with parquet_writer(tmp / f"{name}.parquet", schema, meta) as writer:
-                while chunk := raw.read(ROW_GROUP * dtype.itemsize):
-                    writer.write_table(pa.table({"id": pa.array(np.frombuffer(chunk, dtype=dtype))}), row_group_size=ROW_GROUP)
+        _write_tables(scan.counts, words, writer, tmp, manifest["checksum"])
         write_json(manifest, tmp / "manifest.json")
     return manifest
+
+
+def _all_words(counts: Mapping[str, Counter], vocab: list[str]) -> list[str]:
+    """Every word of every split: the vocabulary's, then the rest by falling count (ties by string)."""
+    total: Counter = Counter()
+    for c in counts.values():
+        total.update(c)
+    known = set(vocab)
+    return vocab + sorted((w for w in total if w not in known), key=lambda w: (-total[w], w))
+
+
+def _write_splits(scan: Scan, writer: _IdWriter, digest) -> None:
+    """Each split's ids to its scratch file, in SPLITS order for ``digest``; each split's count checked
+    against the first reading's, and its out-of-vocabulary tokens recorded (a dataset with a vocabulary)."""
+    def written(name: str, tokens: int, oov: int) -> None:
+        if tokens != scan.stats[name].tokens:
+            raise _changed(scan.labels[name], f"{tokens:,} tokens, {scan.stats[name].tokens:,} before")
+        if scan.counts.get("train"):
+            scan.stats[name].oov_tokens = oov
+
+    for source, segments, assignment in scan.plan:
+        lines = iter(source)
+        with _closing(lines):
+            if assignment is not None:
+                for name, (tokens, oov) in writer.shuffled(lines, assignment, [n for n, _ in segments]).items():
+                    written(name, tokens, oov)
+                for name, _ in segments:  # the checksum takes each split's ids in turn, as consecutive ones give them
+                    digest.update(name.encode())
+                    writer.digest_file(name, digest)
+                continue
+            for name, n_lines in segments:
+                log(f"writing the {name} split")
+                digest.update(name.encode())
+                written(name, *writer.consecutive(lines, name, n_lines, digest))
+
+
+def _write_tables(counts: Mapping[str, Counter], words: list[str], writer: _IdWriter, tmp: Path, checksum: str) -> None:
+    """vocab.parquet (every word, its id, its count in each split, in_vocab) and each split's ids, as
+    Parquet files that carry the dataset's ``checksum``."""
+    meta = provenance("prepare", checksum=checksum, format_version=FORMAT_VERSION)
+    vocab_table = pa.table(
+        {
+            "id": pa.array(np.arange(len(words), dtype=np.uint32)),
+            "word": pa.array(words, type=pa.string()),
+            **{
+                f"count_{name}": pa.array([counts[name].get(w, 0) if name in counts else 0 for w in words], type=pa.int64())
+                for name in SPLITS
+            },
+            "in_vocab": pa.array(np.arange(len(words)) < writer.in_vocab),
+        }
+    )
+    write_parquet(vocab_table, tmp / "vocab.parquet", meta)
+    del vocab_table
+    dtype = writer.dtype
+    schema = pa.schema([("id", pa.from_numpy_dtype(dtype))])
+    for name, raw in writer.files.items():
+        raw.seek(0)
+        with parquet_writer(tmp / f"{name}.parquet", schema, meta) as out:
+            while chunk := raw.read(ROW_GROUP * dtype.itemsize):
+                out.write_table(pa.table({"id": pa.array(np.frombuffer(chunk, dtype=dtype))}), row_group_size=ROW_GROUP)
 
 
 def prepare_dataset(

@@ -367,3 +367,37 @@ def test_shuffle_splits_by_line_in_a_seeded_order_and_blank_lines_can_be_dropped
     refused = groc("prepare", "--train", text, "--shuffle", "-o", tmp_path / "refused")
     assert _error_line(refused).startswith("groc: error: --shuffle") and "--split" in _error_line(refused)
     assert not (tmp_path / "refused").exists()
+
+
+class _Rereads:
+    """An input that gives other lines from its reading ``before`` + 1 on (a file rewritten during prepare)."""
+
+    def __init__(self, first, second, before):
+        self.first, self.second, self.before = first, second, before
+
+    def __iter__(self):
+        self.before -= 1
+        return iter(self.first if self.before >= 0 else self.second)
+
+
+@pytest.mark.parametrize("second,shuffle,message", [
+    ([["a", "b"], ["c", "zebra"]] * 20, None, "the word 'zebra' is new"),
+    ([["a", "b"], ["c"]] * 19, None, "22 lines, 24 before"),
+    ([["a", "b"], ["c", "a"]] * 20, None, "tokens, "),
+    ([["a", "b"], ["c", "zebra"]] * 20, 1, "the word 'zebra' is new"),
+    ([["a", "b"], ["c"]] * 19, 1, "38 lines, 40 before"),
+    ([["a", "b"], ["c", "a"]] * 20, 1, "tokens, "),
+])
+def test_an_input_that_changes_between_the_two_readings_is_refused_and_nothing_is_written(tmp_path, second, shuffle,
+                                                                                           message):
+    """prepare reads its input to count its words (a shuffled one first for its line lengths too), then to
+    write its ids: a word, a line or a token count that differs in that last reading is one clear error
+    naming the input, and the dataset directory is not created."""
+    from groc_cli.text.dataset import write_dataset
+
+    first = [["a", "b"], ["c"]] * 20
+    scan = count_splits({"train": _Rereads(first, second, 1 if shuffle is None else 2)}, budgets=[40, None],
+                        shuffle_seed=shuffle)
+    with pytest.raises(GrocError, match=r"changed between groc's two readings of it \(.*" + message.replace("(", r"\(")):
+        write_dataset(scan, tmp_path / "data")
+    assert not (tmp_path / "data").exists() and os.listdir(tmp_path) == []
