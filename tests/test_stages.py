@@ -144,6 +144,34 @@ def test_no_command_function_is_over_30_lines():
         assert length <= 30, f"{name}.py: {fn.name} is {length} lines"
 
 
+#: Library functions allowed more than 8 parameters, with the reason.
+WIDE = {
+    "settings.py:setting": "a field declaration, as dataclasses.field: every keyword is optional and names one "
+                           "property of the option",
+}
+
+
+def test_no_library_function_takes_over_8_parameters_or_runs_over_80_lines():
+    """Outside the command layer a function that needs more than 8 values or 80 lines is doing
+    several things: its values belong in a settings class, a plan or a small class, its steps in
+    functions of their own."""
+    found = []
+    for path in sorted((REPO / "groc_cli").rglob("*.py")):
+        if "commands" in path.relative_to(REPO / "groc_cli").parts:
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            args = fn.args
+            names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+            params = len(names) - (names[:1] in (["self"], ["cls"]))
+            length = fn.end_lineno - fn.lineno + 1
+            key = f"{path.name}:{fn.name}"
+            if (params > 8 and key not in WIDE) or length > 80:
+                found.append(f"{path.relative_to(REPO)}:{fn.lineno} {fn.name}: {params} parameters, {length} lines")
+    assert not found, "\n".join(found)
+
+
 @pytest.mark.parametrize("cls_path,values,message", [
     ("groc_cli.text.prepare:PrepareSettings", {"lower": True}, "lower applies while tokenizing"),
     ("groc_cli.text.prepare:PrepareSettings", {"min_count": 0}, "min_count must be a finite number >= 1, got 0"),

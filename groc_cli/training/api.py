@@ -148,8 +148,12 @@ def _run(job: TrainJob, train_config: TrainConfig, start, progress) -> dict:
         # A resumed run's record takes the budgets it trains with (config.json re-runs it), written
         # with its next checkpoint.
         record = {**run.config, "train": {**run.config["train"], **extended}} if extended else None
-        return _fit(model, train, valid, train_config, target, device, rank, world, saved, progress, config, run_dir,
-                    record)
+        trainer = _trainer(model, train, valid, train_config, target, device, rank, world)
+        trainer.pending_record = record
+        if saved is not None:
+            _resume(trainer, saved, train_config, target, run_dir)
+        return _train(trainer, progress, valid if valid is not None else train, target, run_dir, config["parameters"],
+                      rank, world)
 
 
 def _dataset_record(dataset, dataset_dir: Path) -> dict:
@@ -416,8 +420,9 @@ def _show(value) -> str:
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
-def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, world, saved: dict | None, progress,
-         config, final_dir: Path, record: dict | None = None) -> dict:
+def _trainer(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank: int, world: int) -> Trainer:
+    """The training loop over this process's share of ``train`` (``rank`` of ``world``), validated on
+    ``valid``, logging a line an epoch and writing its checkpoints to ``run_dir``."""
     train_cols = batchify(train, cfg.batch_size, rank, world)
     valid_cols = batchify(valid, cfg.eval_batch_size) if valid is not None else None
 
@@ -426,30 +431,38 @@ def _fit(model, train, valid, cfg: TrainConfig, run_dir: Path, device, rank, wor
         log(f"epoch {row['epoch']}{' (partial)' if row['partial'] else ''}: train ppl {row['train_ppl']:.2f}{valid_text}, "
             f"lr {row['lr']:.2g}, {row['tokens_per_s']:,.0f} tokens/s, {row['seconds']:.1f}s")
 
-    trainer = Trainer(model, train_cols, valid_cols, cfg, run_dir, device, on_epoch=on_epoch)
-    trainer.pending_record = record
-    if saved is not None:
-        try:
-            trainer.resume(saved)
-        except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as exc:
-            # A trainer.pt whose fields have other types or shapes than the trainer writes: one line, not a traceback.
-            raise DamagedInput(final_dir / "last" / "trainer.pt", f"holds a training state of the wrong form "
-                               f"({first_line(exc)}), so the run cannot resume",
-                               "re-train the run; its best checkpoint still evaluates ('groc eval --checkpoint best')") from None
-        spent = trainer.spent_budget()
-        if trainer.stopped_early():
-            log(f"{final_dir} has already ended by early stopping ({trainer.pos.bad_epochs} epochs without validation "
-                f"improvement, `patience` {cfg.patience}): nothing to train")
-        elif spent:
-            spent = spent.replace("-", "_")
-            log(f"{final_dir} has already spent its budget (`{spent}` {getattr(cfg, spent):g}): "
-                f"nothing to train; give a larger `{spent}` with `resume` to continue")
-        else:
-            log(f"resuming {run_dir} at epoch {trainer.pos.epoch}, step {trainer.pos.step}")
+    return Trainer(model, train_cols, valid_cols, cfg, run_dir, device, on_epoch=on_epoch)
+
+
+def _resume(trainer: Trainer, saved: dict, cfg: TrainConfig, run_dir: Path, final_dir: Path) -> None:
+    """``trainer`` at the position of the training state ``saved`` (final_dir/last/trainer.pt), with a
+    line that says where it resumes, or why there is nothing left to train."""
+    try:
+        trainer.resume(saved)
+    except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as exc:
+        # A trainer.pt whose fields have other types or shapes than the trainer writes: one line, not a traceback.
+        raise DamagedInput(final_dir / "last" / "trainer.pt", f"holds a training state of the wrong form "
+                           f"({first_line(exc)}), so the run cannot resume",
+                           "re-train the run; its best checkpoint still evaluates ('groc eval --checkpoint best')") from None
+    spent = trainer.spent_budget()
+    if trainer.stopped_early():
+        log(f"{final_dir} has already ended by early stopping ({trainer.pos.bad_epochs} epochs without validation "
+            f"improvement, `patience` {cfg.patience}): nothing to train")
+    elif spent:
+        spent = spent.replace("-", "_")
+        log(f"{final_dir} has already spent its budget (`{spent}` {getattr(cfg, spent):g}): "
+            f"nothing to train; give a larger `{spent}` with `resume` to continue")
+    else:
+        log(f"resuming {run_dir} at epoch {trainer.pos.epoch}, step {trainer.pos.step}")
+
+
+def _train(trainer: Trainer, progress, start_text, run_dir: Path, final_dir: Path, parameters: int, rank: int,
+           world: int) -> dict:
+    """Train to the end, then write where a line starts (from ``start_text``) and the summary; the summary."""
     result = trainer.train(progress=progress)
     if rank == 0:  # where a line starts when lines are scored one by one (groc score, load_run)
-        write_start_states(model, valid if valid is not None else train, run_dir)
-    summary = {"run": str(final_dir), "parameters": config["parameters"], **result,
+        write_start_states(trainer.model, start_text, run_dir)
+    summary = {"run": str(final_dir), "parameters": parameters, **result,
                "final": trainer.metrics[-1] if trainer.metrics else None}
     if rank == 0:
         write_json(summary, run_dir / "summary.json")
