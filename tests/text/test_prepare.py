@@ -388,8 +388,8 @@ class _Rereads:
     ([["a", "b"], ["c"]] * 19, 1, "38 lines, 40 before"),
     ([["a", "b"], ["c", "a"]] * 20, 1, "tokens, "),
 ])
-def test_an_input_that_changes_between_the_two_readings_is_refused_and_nothing_is_written(tmp_path, second, shuffle,
-                                                                                           message):
+def test_an_input_that_changes_before_its_ids_are_written_is_refused_and_nothing_is_written(tmp_path, second, shuffle,
+                                                                                         message):
     """prepare reads its input to count its words (a shuffled one first for its line lengths too), then to
     write its ids: a word, a line or a token count that differs in that last reading is one clear error
     naming the input, and the dataset directory is not created."""
