@@ -282,9 +282,8 @@ class _IdWriter:
         self.dtype = id_dtype(len(index))
         self.files: dict[str, BinaryIO] = {}
 
-    def open(self, name: str) -> BinaryIO:
+    def open(self, name: str) -> None:
         self.files[name] = self.scratch.enter_context(tempfile.TemporaryFile(dir=self.tmp, buffering=1 << 20))
-        return self.files[name]
 
     def write(self, batch: list[str], name: str, counts: list[int]) -> np.ndarray:
         """Append ``batch``'s ids to split ``name``'s file, add its tokens and out-of-vocabulary tokens to
@@ -344,12 +343,17 @@ class _IdWriter:
             raise _changed(self.scan.labels[names[0]], f"{read:,} lines, {len(assignment):,} before")
         return {name: (c[0], c[1]) for name, c in counts.items()}
 
-    def digest_file(self, name: str, digest) -> None:
-        """Add split ``name``'s written ids (as uint32) to ``digest``, as ``consecutive`` does while writing."""
+    def chunks(self, name: str) -> Iterator[np.ndarray]:
+        """Split ``name``'s written ids, read back from its scratch file a row group at a time."""
         raw = self.files[name]
         raw.seek(0)
         while chunk := raw.read(ROW_GROUP * self.dtype.itemsize):
-            digest.update(np.frombuffer(chunk, dtype=self.dtype).astype(np.uint32).tobytes())
+            yield np.frombuffer(chunk, dtype=self.dtype)
+
+    def digest_file(self, name: str, digest) -> None:
+        """Add split ``name``'s written ids (as uint32) to ``digest``, as ``consecutive`` does while writing."""
+        for ids in self.chunks(name):
+            digest.update(ids.astype(np.uint32).tobytes())
 
 
 def _changed(name: str, detail: str) -> GrocError:
@@ -475,13 +479,11 @@ def _write_tables(counts: Mapping[str, Counter], words: list[str], writer: _IdWr
     )
     write_parquet(vocab_table, tmp / "vocab.parquet", meta)
     del vocab_table
-    dtype = writer.dtype
-    schema = pa.schema([("id", pa.from_numpy_dtype(dtype))])
-    for name, raw in writer.files.items():
-        raw.seek(0)
+    schema = pa.schema([("id", pa.from_numpy_dtype(writer.dtype))])
+    for name in writer.files:
         with parquet_writer(tmp / f"{name}.parquet", schema, meta) as out:
-            while chunk := raw.read(ROW_GROUP * dtype.itemsize):
-                out.write_table(pa.table({"id": pa.array(np.frombuffer(chunk, dtype=dtype))}), row_group_size=ROW_GROUP)
+            for ids in writer.chunks(name):
+                out.write_table(pa.table({"id": pa.array(ids)}), row_group_size=ROW_GROUP)
 
 
 def prepare_dataset(
