@@ -82,11 +82,16 @@ fi
 
 # cut_slice FILE SLICE: FILE's first 15 lines as SLICE, unless SLICE is there. Recipes sharing one
 # RESULTS cut the same slices at once, outside any stage lock: each writes a temporary name of its
-# own and renames it into place (a fixed SLICE.partial was truncated and moved away under the others).
+# own (a fixed SLICE.partial was truncated and moved away under the others) and hard-links it into
+# place, one link(2) that the first recipe wins. GNU mv is no single rename when SLICE appears or
+# goes under it ("cannot overwrite directory"), so it is only the fallback where links are refused.
 cut_slice() {
   [ -s "$2" ] && return 0
-  local tmp; tmp=$(mktemp "$2.partial.XXXXXX") || return 1
-  head -n 15 "$1" > "$tmp" && chmod "$(umask_mode 666)" "$tmp" && mv -f "$tmp" "$2" || { rm -f "$tmp"; return 1; }
+  local tmp rc=0; tmp=$(mktemp "$2.partial.XXXXXX") || return 1
+  head -n 15 "$1" > "$tmp" && chmod "$(umask_mode 666)" "$tmp" &&
+    { ln "$tmp" "$2" 2> /dev/null || [ -s "$2" ] || mv -f "$tmp" "$2"; } || rc=1
+  rm -f "$tmp"
+  return $rc
 }
 # prepare_splits DATASET TRAIN VALID TEST: groc prepare of the three files into DATASET; at
 # SCALE=tiny of their first 15 lines (copied to $WORK/raw/), about 300 tokens each.
