@@ -26,7 +26,7 @@ def test_the_committed_tables_and_figures_are_what_the_committed_records_build()
     assert r.returncode == 0, r.stderr
     text = (REPO / "docs" / "reproduction.md").read_text()
     blocks = re.findall(r"<!-- built:([a-z0-9-]+) -->", text)
-    assert {"table2-cpu", "figure3-cpu", "ranks-cpu", "table2-paper", "converge"} <= set(blocks)
+    assert {"table2-cpu", "figure3-cpu", "ranks-cpu", "table2-paper", "converge", "converge-bins"} <= set(blocks)
     for figure in re.findall(r"\]\((figures/[^)]+\.png)\)", text):
         assert (REPO / "docs" / figure).is_file(), figure
 

@@ -44,6 +44,8 @@ TABLE_MODELS = ("tied", "lookup", "adaptive", "bilinear", "deep-residual", "conv
 CONVERGE_LABELS = {"tied": "tied", "groc": "GroC (256-filter encoder, composed bias)",
                    "groc-free-bias": "GroC, free per-word bias", "groc-paper-encoder": "GroC, paper-size encoder",
                    "groc-paper-encoder-free-bias": "GroC, paper-size encoder and free bias"}
+CONVERGE_SHORT = {"groc": "GroC", "groc-free-bias": "free bias", "groc-paper-encoder": "paper-size encoder",
+                  "groc-paper-encoder-free-bias": "paper-size encoder, free bias"}
 BINS = (0, 1, 50, 100, 500, 1000, 5000)
 
 
@@ -180,6 +182,26 @@ def converge(records: Path) -> str:
                    "test ppl", "test, open vocabulary", "Persuasion, open", "Thursday, open", "machine"], rows)
 
 
+def converge_bins(records: Path) -> str:
+    """Each converged GroC's median loss against tied on Emma's test tokens, by the word's training frequency."""
+    base = records / "converge"
+    if not (base / "tied" / "emma-closed.parquet").is_file():
+        return "No tied record yet (`docs/records/converge/tied/`).\n"
+    words, freq, tied = _per_token(base / "tied" / "emma-closed.parquet")
+    models = {}
+    for model, d in _rows(records / "converge", "", CONVERGE_LABELS):
+        if model != "tied":
+            other, _, logp = _per_token(d / "emma-closed.parquet")
+            if not np.array_equal(other, words):
+                raise SystemExit(f"build_report: {d}/emma-closed.parquet scores other tokens than tied's")
+            models[model] = logp
+    rows = [[label, f"{int(mask.sum()):,}", _fmt(float(np.exp(-tied[mask].mean())), ",.1f"),
+             *[_fmt(float(np.median(tied[mask] - logp[mask])), "+.3f") for logp in models.values()]]
+            for label, mask in _bins(freq) if mask.any()]
+    return _table(["training frequency", "test tokens", "tied ppl",
+                   *[f"{CONVERGE_SHORT[m]}: median Δ loss (nats)" for m in models]], rows)
+
+
 # -- Table 2 at the paper's scale -------------------------------------------------------------------------------
 def table2_paper(records: Path) -> str:
     from paper_rows import ORDER
@@ -241,8 +263,8 @@ def h200_step(records: Path) -> str:
 
 
 BLOCKS = {"table2-cpu": table2_cpu, "figure3-cpu": figure3_cpu, "ranks-cpu": ranks_cpu, "converge": converge,
-          "table2-paper": table2_paper, "gpu-window": gpu_window, "encoder-cpu": encoder_cpu, "h200-step": h200_step,
-          "table1": table1}
+          "converge-bins": converge_bins, "table2-paper": table2_paper, "gpu-window": gpu_window,
+          "encoder-cpu": encoder_cpu, "h200-step": h200_step, "table1": table1}
 
 
 # -- figures ------------------------------------------------------------------------------------------------------
