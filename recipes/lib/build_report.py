@@ -189,7 +189,7 @@ def converge_bins(records: Path) -> str:
         return "No tied record yet (`docs/records/converge/tied/`).\n"
     words, freq, tied = _per_token(base / "tied" / "emma-closed.parquet")
     models = {}
-    for model, d in _rows(records / "converge", "", CONVERGE_LABELS):
+    for model, d in _rows(base, "", CONVERGE_LABELS):
         if model != "tied":
             other, _, logp = _per_token(d / "emma-closed.parquet")
             if not np.array_equal(other, words):
