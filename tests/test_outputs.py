@@ -216,10 +216,12 @@ def test_ctrl_c_where_python_cannot_raise_it_still_stops_the_run_with_130(work, 
                         "--max-epochs", "20"], capture_output=True, cwd=tmp_path, timeout=300,
                        env=run_env({"PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}), preexec_fn=default_signals)
     err = r.stderr.decode()
-    # It stops at once (before its first checkpoint, unless a busy machine delays it past one; the import,
-    # before training starts)
+    # It stops at once (before its first checkpoint, unless a busy machine delays it past one). The import's
+    # interrupt is taken after the module has loaded, a moment later: before the run directory is made, or on
+    # a busy machine after, when nothing has been trained yet and the directory is removed.
     assert r.returncode == 130 and err.endswith("groc: interrupted\n") and "Exception ignored" not in err, err
-    assert ("\nstopped: " in err) == (where != "import"), err
+    if where != "import" or "\nstopped: " in err:
+        assert "\nstopped: " in err and (where != "import" or "stopped: nothing was trained" in err), err
     assert not (run / "summary.json").exists() and leftovers(tmp_path) == []
     assert (tmp_path / "imported").exists() == (where == "import")  # the module was loaded whole
 
