@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from groc_cli.models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class  # noqa: E402
 from groc_cli.models.kernels import CHOICES, choice, cpu_matmul  # noqa: E402
+from groc_cli.cpu import cpuinfo  # noqa: E402
+from groc_cli.environment import VECTOR_FLAGS  # noqa: E402
 from groc_cli.settings import toml_loads  # noqa: E402
 
 # glibc hands every large freed block back to the OS, so each step page-faults its memory in
@@ -120,7 +122,8 @@ def wordnet_lexicon(vocab: list[str]) -> Lexicon:
 class Runner:
     """One kind's model, optimizer and data position; `step` trains one BPTT window."""
 
-    def __init__(self, kind, config, vocab, lexicon, data, args, device, compiled: bool = False, matmul: str = "auto"):
+    def __init__(self, kind, config, vocab, lexicon, data, args, device, compiled: bool = False, matmul: str = "auto",
+                 amp: bool | None = None):
         torch.manual_seed(1)
         self.kind, self.matmul = kind, matmul
         self.model = build_model(config, vocab, lexicon=lexicon if output_layer_class(kind).needs_lexicon else None).to(device)
@@ -131,7 +134,7 @@ class Runner:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
         length = data.numel() // args.batch
         self.columns = data[: length * args.batch].view(args.batch, length).t().contiguous()
-        self.bptt, self.device, self.amp = args.bptt, device, args.amp
+        self.bptt, self.device, self.amp = args.bptt, device, args.amp if amp is None else amp
         self.generator = torch.Generator().manual_seed(7)
         self.position = 0
         self.state = self.model.init_state(args.batch)
@@ -154,8 +157,7 @@ class Runner:
             torch.cuda.synchronize()
         wall, cpu = time.perf_counter(), time.process_time()
         update = self.model.sample_update(self.generator)
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.amp and self.device.type == "cuda" \
-            else torch.autocast(self.device.type, enabled=False)
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp)
         with autocast, cpu_matmul(self.matmul):  # the products' library is fixed in the forward
             composed = self.model.compose(grad=update)
             hidden, state = self.model(x, self.model.detach_state(self.state), composed)
@@ -207,7 +209,9 @@ def main() -> None:
     ap.add_argument("--lexicon", type=Path, help="lexicon Parquet for GroC (default: built from WordNet)")
     ap.add_argument("--train", type=Path, default=PTB_TRAIN, help="penn training text")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--amp", action="store_true", help="bf16 autocast (CUDA only)")
+    ap.add_argument("--amp", action="store_true", help="bf16 autocast (CUDA or CPU), as `groc train --amp`")
+    ap.add_argument("--also-amp", action="store_true", help="also run every kind and variant under bf16 autocast, as "
+                    "NAME+amp in the same round-robin, with its step time against NAME's (float32) as step_time_vs_float32")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
     ap.add_argument("--compile", action="store_true", help="also run each kind with torch.compile (its forward and "
                     "its output layer's composition; default inductor backend) as KIND+compile, in the same round-robin; "
@@ -258,6 +262,12 @@ def main() -> None:
             runners[f"{name}+compile"] = Runner(kind, config, vocab, lexicon, data, args, device, compiled=True)
     for name, (kind, path) in variants.items():
         runners[name] = Runner(kind, model_config(args, kind, config=path), vocab, lexicon, data, args, device)
+    if args.also_amp:
+        if args.amp:
+            sys.exit("error: --also-amp runs each kind in float32 and under bf16 autocast; drop --amp")
+        for name in [n for n in runners if "+" not in n]:
+            r = runners[name]
+            runners[f"{name}+amp"] = Runner(r.kind, r.model.config, vocab, lexicon, data, args, device, amp=True)
     # Round-robin over kinds, one step each: load from other processes on a shared
     # machine then hits every kind alike; the median step time drops stragglers.
     for step in range(args.warmup + args.steps):
@@ -268,10 +278,13 @@ def main() -> None:
     results = {name: r.result() for name, r in runners.items()}
     if "tied" in results:
         for name, r in results.items():  # against tied with the same matrix-product library
-            same = f"tied+{runners[name].matmul}"
+            same = "tied+amp" if name.endswith("+amp") else f"tied+{runners[name].matmul}"
             base = results[same if same in results and not name.endswith("+compile") else "tied"]
             r["step_time_vs_tied"] = round(r["seconds_per_step"] / base["seconds_per_step"], 3)
             r["cpu_time_vs_tied"] = round(r["cpu_seconds_per_step"] / base["cpu_seconds_per_step"], 3)
+    for name, r in results.items():  # bf16 autocast against float32, the same kind in the same process
+        if name.endswith("+amp"):
+            r["step_time_vs_float32"] = round(r["seconds_per_step"] / results[name[:-len("+amp")]]["seconds_per_step"], 3)
     for name, r in results.items():  # compiled against eager, the same kind in the same process
         if name.endswith("+compile"):
             r["step_time_vs_eager"] = round(r["seconds_per_step"] / results[name[:-len("+compile")]]["seconds_per_step"], 3)
@@ -280,6 +293,7 @@ def main() -> None:
         "settings": {
             "corpus": str(args.train), "vocab": len(vocab), "emb": args.emb, "hidden": args.hidden,
             "layers": args.layers, "batch": args.batch, "bptt": args.bptt, "optimizer": "Adam(1e-3)", "amp": args.amp,
+            "also_amp": args.also_amp, "cpu_flags": sorted(cpuinfo().flags & set(VECTOR_FLAGS)), "cpu": cpuinfo().model,
             "clip": 0.1, "steps": args.steps, "warmup": args.warmup, "device": args.device, "compile": args.compile,
             "threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
             "malloc_env": {k: os.environ.get(k) for k in MALLOC_ENV},

@@ -48,3 +48,14 @@ def torch_capability() -> str | None:
     import torch
 
     return getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: None)()
+
+
+#: /proc/cpuinfo flags of bfloat16 arithmetic in hardware: Intel's AMX and AVX512_BF16 (also AMD's Zen 4),
+#: and Arm's BF16 extension.
+BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16", "bf16"})
+
+
+def has_bf16() -> bool:
+    """Whether this CPU computes in bfloat16 in hardware; without it torch emulates bfloat16 products,
+    slower than float32 ones."""
+    return bool(BF16_FLAGS & cpuinfo().flags)

@@ -30,6 +30,7 @@ from .. import interrupts
 from ..artifacts.atomic import atomic_group
 from ..artifacts.io import provenance, write_json, write_parquet
 from ..console import log
+from ..cpu import has_bf16
 from ..errors import GrocError, SettingError
 from ..runtime import rebalance_threads
 from ..settings import SEED_MAX, check_fields, setting
@@ -87,7 +88,10 @@ class TrainConfig:
     graph: bool = setting(True, "On CUDA, run each training step and each validation chunk as one captured CUDA graph "
                           "(the same computation, launched at once; training/graphed.py); off, kernels are launched "
                           "one by one. Ignored on CPU, and where a step cannot be captured (the log says why).")
-    amp: bool = setting(False, "bfloat16 mixed precision on CUDA (ignored on CPU). Off by default: the convolutional "
+    amp: bool = setting(False, "bfloat16 mixed precision (autocast) for training and its validation, on CUDA and on "
+                        "CPU. On a CPU it pays only with bfloat16 instructions (AMX, AVX512_BF16): GroC's step at "
+                        "2 x 200 on PTB is about 1.6x faster with AMX (docs/benchmarks.md); without them torch emulates "
+                        "bfloat16, slower than float32, and the run says so. Off by default: the convolutional "
                         "output layer diverged under it at the paper's size (docs/reproduction.md).")
     checkpoint_every: int = setting(0, "Also checkpoint every N steps (0: at epoch ends).", low=0)
     checkpoint_minutes: float = setting(5.0, "Also checkpoint when N minutes of training have passed since the last "
@@ -199,6 +203,8 @@ def _autocast(device: torch.device, amp: bool, graph: bool = False):
     if amp and device.type == "cuda":
         # Inside a captured graph autocast must not cache casts across replays (torch.cuda.graphs' advice).
         return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False if graph else None)
+    if amp and device.type == "cpu":  # the custom kernels keep their sums in float32 (models/chars.py)
+        return torch.autocast("cpu", dtype=torch.bfloat16)
     return torch.autocast(device.type, enabled=False)
 
 
@@ -218,6 +224,9 @@ class Trainer:
         self.device = device
         self.rank, self.world = world()
         self.capture = False
+        if config.amp and device.type == "cpu" and not has_bf16():
+            log("warning: `amp` on a CPU without bfloat16 instructions (AMX, AVX512_BF16): torch emulates them, "
+                "so this run trains slower than in float32")
         if static is None and config.graph and device.type == "cuda":
             reason = graph_unsupported(model, config, device, self.world)
             if reason is None:

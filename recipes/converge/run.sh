@@ -27,6 +27,8 @@
 #   groc-paper-encoder  GroC (authors' init) with the paper-size surface encoder of recipes/configs/penn/
 #                 groc.toml: 1,024 filters of widths 1-6, selu, a selu highway and a 1,024 -> d projection
 #   groc-paper-encoder-free-bias  both (recipes/configs/penn/groc.toml's encoder and a free bias)
+#   groc-amp      GroC (authors' init) trained under bfloat16 autocast (--amp), the A/B of mixed precision
+#                 on CPU (it pays on CPUs with AMX or AVX512_BF16)
 # Each model's record (its summary, config, per-epoch metrics and evaluations, and the per-token records of
 # Emma's test split) goes to RECORDS/MODEL/ (default OUT/records) when it is complete.
 # Each trains in its own one-thread process, JOBS (default 2) at a time. MINUTES (default 100)
@@ -46,9 +48,9 @@ MODELS=${MODELS:-tied groc groc-uniform}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 for m in $MODELS; do
   case $m in tied|groc|groc-uniform|tied-awd|groc-add|groc-charcnn|groc-sparse|groc-free-bias|groc-paper-encoder|\
-             groc-paper-encoder-free-bias) ;;
+             groc-paper-encoder-free-bias|groc-amp) ;;
     *) die "MODELS takes tied groc groc-uniform tied-awd groc-add groc-charcnn groc-sparse groc-free-bias" \
-         "groc-paper-encoder groc-paper-encoder-free-bias, not '$m'" ;; esac
+         "groc-paper-encoder groc-paper-encoder-free-bias groc-amp, not '$m'" ;; esac
 done
 counts JOBS MINUTES EPOCHS TEST_LINES
 mkdir -p "$OUT"
@@ -79,6 +81,7 @@ model() {
             'char_filters=[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512]]') ;;
     groc-sparse) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output-layer groc "${lex[@]}" char_init=authors update_prob=0.3) ;;
     groc-free-bias) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output-layer groc "${lex[@]}" char_init=authors bias=free) ;;
+    groc-amp) lex=(--lexicon "$OUT/lexicon.parquet"); args=(--output-layer groc "${lex[@]}" char_init=authors --amp) ;;
     groc-paper-encoder*) lex=(--lexicon "$OUT/lexicon.parquet")
       args=(--output-layer groc "${lex[@]}" char_init=authors char_activation=selu highway_activation=selu
             'char_filters=[[1,32],[2,32],[3,64],[4,128],[5,256],[6,512]]' char_projection=true)

@@ -13,7 +13,8 @@ CONVERGE_MODELS = {"tied": "tied", "groc": "GroC, authors' char-CNN init", "groc
                    "groc-sparse": "GroC, sparse updates (update_prob 0.3)",
                    "groc-free-bias": "GroC, free per-word bias",
                    "groc-paper-encoder": "GroC, paper-size surface encoder",
-                   "groc-paper-encoder-free-bias": "GroC, paper-size encoder and free bias"}
+                   "groc-paper-encoder-free-bias": "GroC, paper-size encoder and free bias",
+                   "groc-amp": "GroC, bfloat16 autocast (--amp)"}
 
 
 @report

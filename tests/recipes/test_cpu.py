@@ -265,9 +265,10 @@ def test_table2_cpu_continues_a_row_that_a_lower_epochs_cap_ended_and_evaluates_
 @pytest.mark.slow
 def test_converge_trains_the_bias_and_encoder_ab_models_and_keeps_each_record(tmp_path):
     """recipes/converge.sh's one-variable A/Bs of the paper-GroC issue: the free bias, the paper-size encoder and
-    both, each GroC (authors' init) with one change; each model's record is kept whole in RECORDS/MODEL/."""
+    both, and mixed precision, each GroC (authors' init) with one change; each model's record is kept whole in
+    RECORDS/MODEL/."""
     out, records = tmp_path / "converge", tmp_path / "records"
-    models = "tied groc groc-free-bias groc-paper-encoder groc-paper-encoder-free-bias"
+    models = "tied groc groc-free-bias groc-paper-encoder groc-paper-encoder-free-bias groc-amp"
     full = recipe_env(tmp_path, CALLS=str(tmp_path / "calls"), OUT=str(out), RECORDS=str(records), MODELS=models,
                       JOBS="1")
     r = subprocess.run(["bash", "-c", FAKE + f"bash {REPO}/recipes/converge.sh"], capture_output=True, text=True,
@@ -279,14 +280,16 @@ def test_converge_trains_the_bias_and_encoder_ab_models_and_keeps_each_record(tm
     assert trains["groc-free-bias"].endswith("char_init=authors bias=free")
     assert trains["groc-paper-encoder"].endswith(f"char_init=authors {encoder} char_projection=true")
     assert trains["groc-paper-encoder-free-bias"].endswith(f"{encoder} char_projection=true bias=free")
-    assert "bias=" not in trains["groc"] and "char_projection" not in trains["groc"]
-    assert sum(c.startswith("eval ") and c.endswith("--split train") for c in calls(tmp_path)) == 5
+    assert trains["groc-amp"].endswith("char_init=authors --amp")
+    assert "bias=" not in trains["groc"] and "char_projection" not in trains["groc"] and "--amp" not in trains["groc"]
+    assert sum(c.startswith("eval ") and c.endswith("--split train") for c in calls(tmp_path)) == 6
     assert sorted(p.name for p in records.iterdir()) == sorted(models.split())
     assert sorted(p.name for p in (records / "groc-free-bias").iterdir()) == [
         "config.json", "emma-closed.json", "emma-closed.parquet", "emma-open.json", "emma-train.json", "far-open.json",
         "metrics.parquet", "near-open.json", "summary.json"]
     table = (out / "converge.md").read_text()
     assert "| GroC, free per-word bias |" in table and "| GroC, paper-size encoder and free bias |" in table
+    assert "| GroC, bfloat16 autocast (--amp) |" in table
 
 
 @pytest.mark.slow

@@ -84,6 +84,34 @@ def test_mismatched_lexicon_and_dataset_are_refused_before_training(tiny, tmp_pa
 
 
 @pytest.mark.slow
+def test_amp_trains_under_bfloat16_autocast_on_cpu_too(tiny, tmp_path):
+    """--amp was ignored on CPU; it is bfloat16 autocast there as on CUDA: the run records it, and GroC (whose
+    char-CNN kernels keep their sums in float32) trains to a validation perplexity near float32's, not the same."""
+    results = {}
+    for amp in ((), ("--amp",)):
+        run = tmp_path / f"run{len(amp)}"
+        out = run_groc("train", tiny / "a", "-o", run, "--output-layer", "groc", "--lexicon", tiny / "lex.parquet",
+                       "--max-epochs", "2", "--json", *amp, *TINY, check=True)
+        results[bool(amp)] = json.loads(out.stdout)["best_valid_ppl"]
+        assert json.loads((run / "config.json").read_text())["train"]["amp"] is bool(amp)
+    assert results[True] != results[False] and results[True] == pytest.approx(results[False], rel=0.02)
+
+
+def test_amp_on_a_cpu_without_bfloat16_instructions_says_it_trains_slower(tmp_path, monkeypatch, capsys):
+    from groc_cli.models import ModelConfig, build_model
+    from groc_cli.training import loop
+
+    model = build_model(ModelConfig(output="tied", emb=8, hidden=8), ["a", "b", "<unk>", "<eos>"])
+    cols = torch.zeros(20, 2, dtype=torch.long)
+    for bf16 in (True, False):
+        monkeypatch.setattr(loop, "has_bf16", lambda bf16=bf16: bf16)
+        loop.Trainer(model, cols, None, loop.TrainConfig(amp=True), tmp_path, torch.device("cpu"))
+        assert ("without bfloat16 instructions" in capsys.readouterr().err) is not bf16
+    loop.Trainer(model, cols, None, loop.TrainConfig(amp=False), tmp_path, torch.device("cpu"))
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tiny, tmp_path):
     from groc_cli.models import ModelConfig, build_model
     from groc_cli.text.dataset import open_dataset
