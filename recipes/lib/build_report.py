@@ -239,6 +239,23 @@ def encoder_cpu(records: Path) -> str:
     return _table(["emb / hidden", "model", "params", "step time against tied (same run)", "threads"], rows)
 
 
+def amp_cpu(records: Path) -> str:
+    """Each kind in float32 and under bfloat16 autocast in one run (train_throughput.py --also-amp)."""
+    rows = []
+    for path in sorted((records / "benchmarks").glob("amp-cpu-*.json")):
+        b = _json(path)
+        st, res = b["settings"], b["results"]
+        for name, r in res.items():
+            if name.endswith("+amp"):
+                continue
+            amp = res[f"{name}+amp"]
+            rows.append([name, f"{r['parameters'] / 1e6:.2f}M", _fmt(r["step_time_vs_tied"], ".2f") + "×",
+                         _fmt(amp["step_time_vs_tied"], ".2f") + "×", _fmt(amp["step_time_vs_float32"], ".2f") + "×",
+                         f"{st['threads']}"])
+    return _table(["model", "params", "float32: step against tied", "bfloat16: step against tied",
+                   "bfloat16 step against float32's", "threads"], rows)
+
+
 def table1(records: Path) -> str:
     rows = [[r["dataset"], f"{r['vocab']:,}", f"{r['train_tokens']:,}", _fmt(r["relations_cov"], ".1f"),
              _fmt(r["definitions_cov"], ".1f"), _fmt(r["paper_relations_cov"], ".0f"), _fmt(r["paper_definitions_cov"], ".0f")]
@@ -264,7 +281,7 @@ def h200_step(records: Path) -> str:
 
 BLOCKS = {"table2-cpu": table2_cpu, "figure3-cpu": figure3_cpu, "ranks-cpu": ranks_cpu, "converge": converge,
           "converge-bins": converge_bins, "table2-paper": table2_paper, "gpu-window": gpu_window,
-          "encoder-cpu": encoder_cpu, "h200-step": h200_step, "table1": table1}
+          "encoder-cpu": encoder_cpu, "amp-cpu": amp_cpu, "h200-step": h200_step, "table1": table1}
 
 
 # -- figures ------------------------------------------------------------------------------------------------------
