@@ -89,8 +89,9 @@ class TrainConfig:
                           "(the same computation, launched at once; training/graphed.py); off, kernels are launched "
                           "one by one. Ignored on CPU, and where a step cannot be captured (the log says why).")
     amp: bool = setting(False, "bfloat16 mixed precision (autocast) for training and its validation, on CUDA and on "
-                        "CPU. On a CPU it pays only with bfloat16 instructions (AMX, AVX512_BF16): GroC's step at "
-                        "2 x 200 on PTB is about 1.6x faster with AMX (docs/benchmarks.md); without them torch emulates "
+                        "CPU. On a CPU it pays only with bfloat16 instructions (AMX, AVX512_BF16): with AMX, GroC's step "
+                        "(paper-size encoder, 2 x 200, PTB) is about 1.6x faster, tied's 1.4x (docs/benchmarks.md); "
+                        "without them torch emulates "
                         "bfloat16, slower than float32, and the run says so. Off by default: the convolutional "
                         "output layer diverged under it at the paper's size (docs/reproduction.md).")
     checkpoint_every: int = setting(0, "Also checkpoint every N steps (0: at epoch ends).", low=0)
