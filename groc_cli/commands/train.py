@@ -9,7 +9,8 @@ import typer
 
 from ..console import emit_json
 from ..errors import GrocError, SettingError
-from ..models import SIZES, ModelConfig
+from ..models import KINDS, SIZES, ModelConfig
+from ..settings import read_config
 from ..training.api import TrainJob, run_training
 from ..training.loop import TrainConfig
 from . import _settings as S
@@ -64,6 +65,9 @@ def train(
     if resume and size is not None:
         raise GrocError("--resume continues with the run's own sizes: drop --size")
     preset = None if size is None else (f"--size {size.value}", SIZES[size.value])
+    layer = _resumed_layer(output_dir) if resume and "output" not in S.given(ctx) else None
+    if layer is not None:  # a setting of the run's layer, given again, is checked against that layer, not tied
+        preset = (f"the run's --output-layer {layer}", {"output": layer})
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides, preset=preset)
     job = TrainJob(dataset=dataset, output_dir=output_dir, lexicon=lexicon, device=device, resume=resume, force=force,
                    verify=verify, given=S.given(ctx))
@@ -71,6 +75,17 @@ def train(
         summary = run_training(job, built["train"], model_config=built["model"], progress=progress)
     if json_out:
         emit_json(summary)
+
+
+def _resumed_layer(output_dir: Path) -> str | None:
+    """The output layer of the run that --resume continues (its config.json); None where the run cannot say,
+    and the resume then reports what is wrong with it."""
+    try:
+        data, from_run = read_config(output_dir / "config.json")
+    except ValueError:
+        return None
+    layer = data.get("model", {}).get("output") if from_run and isinstance(data.get("model"), dict) else None
+    return layer if layer in KINDS else None
 
 
 def register(app: typer.Typer) -> None:

@@ -84,6 +84,22 @@ def test_mismatched_lexicon_and_dataset_are_refused_before_training(tiny, tmp_pa
 
 
 @pytest.mark.slow
+def test_resume_takes_a_setting_of_the_runs_own_output_layer_again(tiny, tmp_path):
+    """A recipe resumes with the flags it started with (less --config): --bias free without --output-layer was
+    checked against the default layer, tied, and refused, so the interrupted GroC row could not go on."""
+    run, lex = tmp_path / "run", ("--lexicon", tiny / "lex.parquet")
+    run_groc("train", tiny / "a", "-o", run, "--output-layer", "groc", *lex, "--bias", "free", "--max-epochs", "1",
+             *TINY, check=True)
+    again = run_groc("train", tiny / "a", "-o", run, "--resume", *lex, "--bias", "free", "--max-epochs", "2", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["epochs"] == 2
+    other = run_groc("train", tiny / "a", "-o", run, "--resume", "--bias", "composed", "--max-epochs", "3")
+    assert other.returncode == 2 and "--bias composed (the run has free)" in other.stderr.decode()
+    tied = run_groc("train", tiny / "a", "-o", run, "--resume", "--output-layer", "tied", "--bias", "free")
+    assert tied.returncode == 2 and "--bias is a setting of --output-layer groc, not of tied" in tied.stderr.decode()
+
+
+@pytest.mark.slow
 def test_amp_trains_under_bfloat16_autocast_on_cpu_too(tiny, tmp_path):
     """--amp was ignored on CPU; it is bfloat16 autocast there as on CUDA: the run records it, and GroC (whose
     char-CNN kernels keep their sums in float32) trains to a validation perplexity near float32's, not the same."""
