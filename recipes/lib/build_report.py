@@ -46,6 +46,7 @@ CONVERGE_LABELS = {"tied": "tied", "groc": "GroC (256-filter encoder, composed b
                    "groc-paper-encoder-free-bias": "GroC, paper-size encoder and free bias"}
 CONVERGE_SHORT = {"groc": "GroC", "groc-free-bias": "free bias", "groc-paper-encoder": "paper-size encoder",
                   "groc-paper-encoder-free-bias": "paper-size encoder, free bias"}
+AMP_LABELS = {"groc": "GroC, float32", "groc-amp": "GroC, bfloat16 autocast (`--amp`)"}
 BINS = (0, 1, 50, 100, 500, 1000, 5000)
 
 
@@ -167,17 +168,26 @@ def ranks_cpu(records: Path) -> str:
 
 # -- converged on Emma --------------------------------------------------------------------------------------------
 def converge(records: Path) -> str:
+    return _converged(records / "converge", CONVERGE_LABELS)
+
+
+def converge_amp(records: Path) -> str:
+    """GroC on Emma in float32 and under bfloat16 autocast, side by side on one machine."""
+    return _converged(records / "converge-amp", AMP_LABELS)
+
+
+def _converged(base: Path, labels: dict) -> str:
     rows = []
-    for model, d in _rows(records / "converge", "", CONVERGE_LABELS):
+    for model, d in _rows(base, "", labels):
         s = _json(d / "summary.json")
         ev = {k: _json(d / f"{k}.json")["perplexity"] for k in ("emma-train", "emma-closed", "emma-open", "near-open",
                                                                 "far-open")}
-        rows.append([CONVERGE_LABELS[model], f"{s['parameters']:,}", str(s["epochs"]), s["stop_reason"],
+        rows.append([labels[model], f"{s['parameters']:,}", str(s["epochs"]), s["stop_reason"],
                      f"{s['seconds'] / 60:,.0f}", _fmt(ev["emma-train"]), _fmt(s["best_valid_ppl"]),
                      f"**{ev['emma-closed']:.2f}**", _fmt(ev["emma-open"]), _fmt(ev["near-open"]), _fmt(ev["far-open"]),
                      _machine(_json(d / "config.json"))])
     if not rows:
-        return "No model has a record yet (`docs/records/converge/`).\n"
+        return f"No model has a record yet (`docs/records/{base.name}/`).\n"
     return _table(["model", "params", "epochs", "stopped", "minutes", "train ppl (no dropout)", "valid ppl",
                    "test ppl", "test, open vocabulary", "Persuasion, open", "Thursday, open", "machine"], rows)
 
@@ -280,7 +290,7 @@ def h200_step(records: Path) -> str:
 
 
 BLOCKS = {"table2-cpu": table2_cpu, "figure3-cpu": figure3_cpu, "ranks-cpu": ranks_cpu, "converge": converge,
-          "converge-bins": converge_bins, "table2-paper": table2_paper, "gpu-window": gpu_window,
+          "converge-bins": converge_bins, "converge-amp": converge_amp, "table2-paper": table2_paper, "gpu-window": gpu_window,
           "encoder-cpu": encoder_cpu, "amp-cpu": amp_cpu, "h200-step": h200_step, "table1": table1}
 
 
