@@ -72,6 +72,7 @@ def _machine(config: dict) -> str:
         return str(env["gpu"])
     flags = env.get("cpu_flags") or []
     vec = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "x86-64"
+    vec += ", AMX" if "amx_tile" in flags else ""
     threads = env.get("threads", "?")
     return f"{env.get('cpu', 'CPU')} ({vec}), {threads} thread{'' if threads == 1 else 's'}"
 
