@@ -55,7 +55,8 @@ def torch_capability() -> str | None:
 BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16", "bf16"})
 
 
-def has_bf16() -> bool:
-    """Whether this CPU computes in bfloat16 in hardware; without it torch emulates bfloat16 products,
-    slower than float32 ones."""
-    return bool(BF16_FLAGS & cpuinfo().flags)
+def has_bf16() -> bool | None:
+    """Whether this CPU computes in bfloat16 in hardware (without it torch emulates bfloat16 products, slower
+    than float32 ones); None where its flags are unknown (no /proc/cpuinfo: macOS, Windows)."""
+    flags = cpuinfo().flags
+    return bool(BF16_FLAGS & flags) if flags else None

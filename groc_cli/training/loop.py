@@ -225,7 +225,7 @@ class Trainer:
         self.device = device
         self.rank, self.world = world()
         self.capture = False
-        if config.amp and device.type == "cpu" and not has_bf16():
+        if config.amp and device.type == "cpu" and has_bf16() is False:
             log("warning: `amp` on a CPU without bfloat16 instructions (AMX, AVX512_BF16): torch emulates them, "
                 "so this run trains slower than in float32")
         if static is None and config.graph and device.type == "cuda":
