@@ -9,8 +9,8 @@ import typer
 
 from ..console import emit_json
 from ..errors import GrocError, SettingError
-from ..models import KINDS, SIZES, ModelConfig
-from ..settings import read_config
+from ..models import SIZES, ModelConfig
+from ..run_storage import Run
 from ..training.api import TrainJob, run_training
 from ..training.loop import TrainConfig
 from . import _settings as S
@@ -77,15 +77,10 @@ def train(
         emit_json(summary)
 
 
-def _resumed_layer(output_dir: Path) -> str | None:
-    """The output layer of the run that --resume continues (its config.json); None where the run cannot say,
-    and the resume then reports what is wrong with it."""
-    try:
-        data, from_run = read_config(output_dir / "config.json")
-    except ValueError:
-        return None
-    layer = data.get("model", {}).get("output") if from_run and isinstance(data.get("model"), dict) else None
-    return layer if layer in KINDS else None
+def _resumed_layer(output_dir: Path) -> str:
+    """The output layer of the run that --resume continues; a missing or damaged run is its one-line error here,
+    before the flags are checked against a layer."""
+    return Run(output_dir).model_config.output
 
 
 def register(app: typer.Typer) -> None:

@@ -97,6 +97,9 @@ def test_resume_takes_a_setting_of_the_runs_own_output_layer_again(tiny, tmp_pat
     assert other.returncode == 2 and "--bias composed (the run has free)" in other.stderr.decode()
     tied = run_groc("train", tiny / "a", "-o", run, "--resume", "--output-layer", "tied", "--bias", "free")
     assert tied.returncode == 2 and "--bias is a setting of --output-layer groc, not of tied" in tied.stderr.decode()
+    missing = run_groc("train", tiny / "a", "-o", tmp_path / "none", "--resume", "--bias", "free")
+    assert missing.returncode == 2 and missing.stderr.decode().endswith("not a directory; create it with "
+                                                                          f"'groc train DATASET -o {tmp_path / 'none'}'\n")
 
 
 @pytest.mark.slow
