@@ -89,10 +89,9 @@ class TrainConfig:
                           "(the same computation, launched at once; training/graphed.py); off, kernels are launched "
                           "one by one. Ignored on CPU, and where a step cannot be captured (the log says why).")
     amp: bool = setting(False, "bfloat16 mixed precision (autocast) for training and its validation, on CUDA and on "
-                        "CPU. On a CPU it pays only with bfloat16 instructions (AMX, AVX512_BF16): with AMX, GroC's step "
-                        "(paper-size encoder, 2 x 200, PTB) is about 1.6x faster, tied's 1.4x (docs/benchmarks.md); "
-                        "without them torch emulates "
-                        "bfloat16, slower than float32, and the run says so. Off by default: the convolutional "
+                        "CPU. On a CPU with AMX, GroC's step (paper-size encoder, 2 x 200, PTB) is about 1.6x faster and "
+                        "tied's 1.4x (docs/benchmarks.md); on one without bfloat16 instructions (AMX, AVX512_BF16) "
+                        "torch emulates them, and the run warns. Off by default: the convolutional "
                         "output layer diverged under it at the paper's size (docs/reproduction.md).")
     checkpoint_every: int = setting(0, "Also checkpoint every N steps (0: at epoch ends).", low=0)
     checkpoint_minutes: float = setting(5.0, "Also checkpoint when N minutes of training have passed since the last "
@@ -227,7 +226,7 @@ class Trainer:
         self.capture = False
         if config.amp and device.type == "cpu" and has_bf16() is False:
             log("warning: `amp` on a CPU without bfloat16 instructions (AMX, AVX512_BF16): torch emulates them, "
-                "so this run trains slower than in float32")
+                "which may train slower than float32")
         if static is None and config.graph and device.type == "cuda":
             reason = graph_unsupported(model, config, device, self.world)
             if reason is None:
