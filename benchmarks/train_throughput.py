@@ -32,8 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from groc_cli.models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class  # noqa: E402
 from groc_cli.models.kernels import CHOICES, choice, cpu_matmul  # noqa: E402
-from groc_cli.cpu import cpuinfo  # noqa: E402
-from groc_cli.environment import VECTOR_FLAGS  # noqa: E402
+from groc_cli.environment import environment  # noqa: E402
 from groc_cli.settings import toml_loads  # noqa: E402
 
 # glibc hands every large freed block back to the OS, so each step page-faults its memory in
@@ -288,12 +287,13 @@ def main() -> None:
     for name, r in results.items():  # compiled against eager, the same kind in the same process
         if name.endswith("+compile"):
             r["step_time_vs_eager"] = round(r["seconds_per_step"] / results[name[:-len("+compile")]]["seconds_per_step"], 3)
+    env = environment(args.device)  # the CPU and its vector flags as every run's record names them
     print(json.dumps({
         "benchmark": "train_throughput",
         "settings": {
             "corpus": str(args.train), "vocab": len(vocab), "emb": args.emb, "hidden": args.hidden,
             "layers": args.layers, "batch": args.batch, "bptt": args.bptt, "optimizer": "Adam(1e-3)", "amp": args.amp,
-            "also_amp": args.also_amp, "cpu_flags": sorted(cpuinfo().flags & set(VECTOR_FLAGS)), "cpu": cpuinfo().model,
+            "also_amp": args.also_amp, "cpu_flags": env["cpu_flags"], "cpu": env["cpu"],
             "clip": 0.1, "steps": args.steps, "warmup": args.warmup, "device": args.device, "compile": args.compile,
             "threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
             "malloc_env": {k: os.environ.get(k) for k in MALLOC_ENV},

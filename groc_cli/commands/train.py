@@ -65,8 +65,10 @@ def train(
     if resume and size is not None:
         raise GrocError("--resume continues with the run's own sizes: drop --size")
     preset = None if size is None else (f"--size {size.value}", SIZES[size.value])
-    layer = _resumed_layer(output_dir) if resume and "output" not in S.given(ctx) else None
-    if layer is not None:  # a setting of the run's layer, given again, is checked against that layer, not tied
+    if resume and "output" not in S.given(ctx):
+        # A setting of the run's layer, given again, is checked against that layer, not against tied; a missing
+        # or damaged run is its own one-line error here, before any flag is checked.
+        layer = Run(output_dir).model_config.output
         preset = (f"the run's --output-layer {layer}", {"output": layer})
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides, preset=preset)
     job = TrainJob(dataset=dataset, output_dir=output_dir, lexicon=lexicon, device=device, resume=resume, force=force,
@@ -75,12 +77,6 @@ def train(
         summary = run_training(job, built["train"], model_config=built["model"], progress=progress)
     if json_out:
         emit_json(summary)
-
-
-def _resumed_layer(output_dir: Path) -> str:
-    """The output layer of the run that --resume continues; a missing or damaged run is its one-line error here,
-    before the flags are checked against a layer."""
-    return Run(output_dir).model_config.output
 
 
 def register(app: typer.Typer) -> None:
