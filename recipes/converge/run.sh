@@ -28,7 +28,7 @@
 #                 groc.toml: 1,024 filters of widths 1-6, selu, a selu highway and a 1,024 -> d projection
 #   groc-paper-encoder-free-bias  both (recipes/configs/penn/groc.toml's encoder and a free bias)
 #   groc-amp      GroC (authors' init) trained under bfloat16 autocast (--amp), the A/B of mixed precision
-#                 on CPU (it pays on CPUs with AMX or AVX512_BF16)
+#                 on CPU (measured on a CPU with AMX: docs/reproduction.md)
 # Each model's record (its summary, config, per-epoch metrics and evaluations, and the per-token records of
 # Emma's test split) goes to RECORDS/MODEL/ (default OUT/records) when it is complete.
 # Each trains in its own one-thread process, JOBS (default 2) at a time. MINUTES (default 100)
