@@ -32,9 +32,9 @@ Writes one line per sample as it is drawn (prompt lines in order, --num-samples 
 the prompt, without the final <eos>; with --json one JSON object per line, written as each sample ends
 (prompt, sample, text, tokens as \\[word, natural-log probability under the model], stop: eos or
 max_tokens). No prompt, or an empty one, starts a line from nothing. --vocab (GroC only) draws from the
-words of a word list (one word a line), a dataset directory's vocabulary, or 'model' (the run's own, the
-default). The run's own vocabulary holds <unk> (the rare and unseen words of its training data), which
-samples may emit; --no-unk never draws it.
+words of a word list (one word a line), a dataset directory's vocabulary (a test-only dataset's: every word
+of its splits), or 'model' (the run's own, the default). The run's own vocabulary holds <unk> (the rare
+and unseen words of its training data), which samples may emit; --no-unk never draws it.
 """
 
 

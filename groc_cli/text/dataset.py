@@ -665,10 +665,13 @@ def vocab_for_lexicon(path: Path) -> tuple[list[str], list[str]]:
 
 
 def read_vocab_words(path: Path) -> list[str]:
-    """Words of a vocabulary given as a dataset directory, a vocab.parquet, or a text file (one word per line, optional count)."""
+    """Words of a vocabulary given as a dataset directory (its training vocabulary; a dataset prepared
+    without a training split has none, and gives every word of its splits), a vocab.parquet, or a text
+    file (one word per line, optional count)."""
     path = Path(path)
     if path.is_dir():
-        return open_dataset(path).vocab
+        ds = open_dataset(path)
+        return ds.vocab or ds.words
     if not path.exists():
         raise GrocError(f"`vocab` {path}: no such file or directory")
     if path.suffix == ".parquet":

@@ -104,6 +104,25 @@ def test_groc_draws_from_a_vocabulary_chosen_now(work, tmp_path):
         run.model.compose(grad=False).weight[run.index[seen]].tolist(), abs=1e-6)
 
 
+def test_a_test_only_dataset_gives_every_word_of_its_split_to_draw_from(work, tmp_path):
+    """A dataset prepared without a training split (a target domain's test text, as the quickstart's
+    near and far sets) has no training vocabulary: its words are those of its split."""
+    from groc_cli import load_run
+    from groc_cli.text.dataset import open_dataset
+
+    text = tmp_path / "thursday.txt"
+    text.write_text("".join((BOOKS / "chesterton-thursday.txt").read_text(encoding="utf-8").splitlines(True)[160:220]),
+                    encoding="utf-8")
+    run_groc("prepare", "--test", text, "--tokenize", "--lower", "-o", tmp_path / "far", check=True)
+    words = set(open_dataset(tmp_path / "far").words)
+    assert "anarchist" in words and "anarchist" not in load_run(work / "groc").vocab
+    assert set(load_run(work / "groc").generation_vocab(tmp_path / "far")) == words - {"<unk>"} | {"<eos>"}
+    out = lines(generate(work, "groc", "the", "--vocab", tmp_path / "far", "--max-tokens", "30", "--num-samples", "4",
+                         "--seed", "1"))
+    drawn = {w for line in out for w in line.split()}
+    assert drawn and drawn <= words
+
+
 def test_a_table_model_refuses_a_chosen_vocabulary_and_reads_unseen_words_as_unk(work, tmp_path):
     (tmp_path / "words.txt").write_text("captain\n", encoding="utf-8")
     r = generate(work, "tied", "the", "--vocab", tmp_path / "words.txt")
