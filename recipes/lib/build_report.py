@@ -161,10 +161,11 @@ def ranks_cpu(records: Path) -> str:
     for label, mask in groups:
         cells = [label, f"{int(mask.sum()):,}"]
         cells += [_fmt(float(np.exp(-logps[k][mask].mean())), ",.2f") for k in models]
-        cells.append(_fmt(float(np.exp((logps["groc"][mask] - tied[mask]).mean())), ".3f"))
+        cells += [_fmt(float(np.exp((logps[k][mask] - tied[mask]).mean())), ".3f") for k in models if k != "tied"]
         rows.append(cells)
+    over = {"groc": "GroC's", "groc-free-bias": "free bias's"}
     return _table(["test tokens", "count", *[f"{k} ppl" for k in models],
-                   "GroC's probability over tied's (geometric mean)"], rows)
+                   *[f"{over[k]} probability over tied's (geometric mean)" for k in models if k != "tied"]], rows)
 
 
 # -- converged on Emma --------------------------------------------------------------------------------------------
