@@ -31,6 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from groc_cli.models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class  # noqa: E402
+from groc_cli.errors import SettingError  # noqa: E402
 from groc_cli.models.kernels import CHOICES, choice, cpu_matmul  # noqa: E402
 from groc_cli.environment import environment  # noqa: E402
 from groc_cli.settings import toml_loads  # noqa: E402
@@ -68,7 +69,11 @@ def model_config(args, kind: str, config: str | None = None, **extra) -> ModelCo
     settings.update(output=kind, emb=args.emb, hidden=args.hidden, layers=args.layers, **extra)
     if args.dropout is not None:
         settings["dropout"] = args.dropout
-    return ModelConfig(**settings)
+    try:
+        return ModelConfig(**settings)
+    except SettingError as exc:  # e.g. a GroC file given to every kind: say which, in one line
+        hint = f" (--config {path}: KIND in its path names a file per kind)" if config and "KIND" not in config else ""
+        sys.exit(f"error: {kind}: {exc}{hint}")
 
 
 def add_model_options(ap: argparse.ArgumentParser, emb: int, hidden: int) -> None:
