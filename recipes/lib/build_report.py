@@ -163,9 +163,8 @@ def ranks_cpu(records: Path) -> str:
         cells += [_fmt(float(np.exp(-logps[k][mask].mean())), ",.2f") for k in models]
         cells += [_fmt(float(np.exp((logps[k][mask] - tied[mask]).mean())), ".3f") for k in models if k != "tied"]
         rows.append(cells)
-    over = {"groc": "GroC's", "groc-free-bias": "free bias's"}
-    return _table(["test tokens", "count", *[f"{k} ppl" for k in models],
-                   *[f"{over[k]} probability over tied's (geometric mean)" for k in models if k != "tied"]], rows)
+    over = [f"{CONVERGE_SHORT[k]}'s probability over tied's (geometric mean)" for k in models if k != "tied"]
+    return _table(["test tokens", "count", *[f"{k} ppl" for k in models], *over], rows)
 
 
 # -- converged on Emma --------------------------------------------------------------------------------------------

@@ -114,9 +114,9 @@ def test_a_test_only_dataset_gives_every_word_of_its_split_to_draw_from(work, tm
     text.write_text("".join((BOOKS / "chesterton-thursday.txt").read_text(encoding="utf-8").splitlines(True)[160:220]),
                     encoding="utf-8")
     run_groc("prepare", "--test", text, "--tokenize", "--lower", "-o", tmp_path / "far", check=True)
-    words = set(open_dataset(tmp_path / "far").words)
-    assert "anarchist" in words and "anarchist" not in load_run(work / "groc").vocab
-    assert set(load_run(work / "groc").generation_vocab(tmp_path / "far")) == words - {"<unk>"} | {"<eos>"}
+    words, run = set(open_dataset(tmp_path / "far").words), load_run(work / "groc")
+    assert "anarchist" in words and "anarchist" not in run.vocab
+    assert set(run.generation_vocab(tmp_path / "far")) == words - {"<unk>"} | {"<eos>"}
     out = lines(generate(work, "groc", "the", "--vocab", tmp_path / "far", "--max-tokens", "30", "--num-samples", "4",
                          "--seed", "1"))
     drawn = {w for line in out for w in line.split()}
