@@ -127,8 +127,8 @@ def keep_fraction(entries: list[Entry], fraction: float, seed: int) -> list[Entr
 
     Rows stay, so the table still lists the whole vocabulary it was built for."""
     covered = [i for i, e in enumerate(entries) if e.relations or e.definition]
-    keep = set(random.Random(seed).sample(covered, round(len(covered) * fraction)))
-    return [e if i in keep or i not in set(covered) else Entry(e.word, None, [], []) for i, e in enumerate(entries)]
+    emptied = set(covered) - set(random.Random(seed).sample(covered, round(len(covered) * fraction)))
+    return [Entry(e.word, None, [], []) if i in emptied else e for i, e in enumerate(entries)]
 
 
 def coverage(entries: Iterable[Entry], vocab: list[str]) -> dict:
