@@ -165,6 +165,7 @@ def sample_stream(run, prompts: Iterable[list[str]], words: list[str] | None,
     drawn, then (sample, None) when the sample ends. A prompt's words outside the vocabulary are
     read by their composed rows (GroC, never drawn) or as <unk> (a table model)."""
     from .console import log
+    from .models.lexicon import unlisted_warning
     from .text.dataset import EOS, UNK
 
     out = run.vocab if words is None else words
@@ -181,6 +182,9 @@ def sample_stream(run, prompts: Iterable[list[str]], words: list[str] | None,
 
     with torch.no_grad():
         rows = None if words is None else run.composer.rows(words)
+        warning = words and unlisted_warning(run.model.output_layer.unlisted(words), len(words), "`vocab`")
+        if warning:
+            log(warning)
         for tokens in prompts:
             extra = [w for w in dict.fromkeys(tokens) if w not in where]
             if extra and not run.composes:

@@ -45,8 +45,9 @@ class EvalSettings:
     cache_weight: float = setting(0.1, "w in p = (1-w) p_model + w p_cache: the cache's share. Grave et al. 2017c's λ "
                                   "is this share; the GroC paper's λ is 1 minus it.")
     grid: str | None = setting(None, "Cache settings scored in one pass (the option's help: ``option_help``).")
-    lexicon: Path | None = setting(None, "GroC: use this lexicon table instead of the run's own (other coverage, "
-                                   "Table 4; relations of new words in `vocab` union).")
+    lexicon: Path | None = setting(None, "GroC: use this lexicon table instead of the run's own, for every word "
+                                   "(other coverage, Table 4; relations of new words in `vocab` union). Words it has "
+                                   "no row for are composed from characters alone, counted in one warning.")
     checkpoint: str = setting("best", "best or last.")
     chunk: int = setting(256, "Positions run through the LSTM at once (results do not depend on it).")
     device: str = setting("auto", "auto, cpu, cuda or cuda:N.")

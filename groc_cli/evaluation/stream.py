@@ -16,8 +16,10 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from ..console import log
 from ..errors import SettingError
 from ..models import output_layer_class
+from ..models.lexicon import unlisted_warning
 from ..runtime import rebalance_threads
 from .vocab import EvalVocab
 
@@ -108,9 +110,13 @@ def load_lexicon(path, kind: str):
 def load_model(run, checkpoint: str, device: torch.device, vocab: EvalVocab, lexicon=None):
     """The run's model in eval mode on ``device``; a layer that ``composes_unseen_words``
     (GroC) composes the union in union mode. ``lexicon`` (GroC) replaces the run's own
-    lexicon table (other coverage, new words)."""
+    lexicon table (other coverage, new words); the evaluated words that the table has no row
+    for are counted in one warning."""
     model, _, _ = run.build(checkpoint, lexicon=lexicon, device=device)
     model.eval()
     if vocab.mode == "union" and model.output_layer.composes_unseen_words:
         model.set_vocab(vocab.words)
+    warning = unlisted_warning(model.output_layer.unlisted(vocab.words), vocab.size, "the evaluation vocabulary")
+    if warning:
+        log(warning)
     return model

@@ -260,6 +260,11 @@ class OutputLayer(nn.Module):
         then ``compose(grad=False)`` gives, this layer's own vocabulary unchanged."""
         raise NotImplementedError
 
+    def unlisted(self, words: list[str]) -> list[str]:
+        """Layers that ``needs_lexicon``: the words of ``words`` that its lexicon table has no row for,
+        which it composes without what the table would give them; none for the other layers."""
+        return []
+
     def regularization(self) -> torch.Tensor:
         """A penalty added to the training loss (zero by default)."""
         return next(self.parameters()).new_zeros(())

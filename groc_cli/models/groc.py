@@ -212,6 +212,13 @@ class GroCOutput(OutputLayer):
         self._build_table(list(words))
         self.vocab = list(words)
 
+    def unlisted(self, words: list[str]) -> list[str]:
+        """The words of ``words`` without a row in the lexicon (``Lexicon.lists``): they are composed from
+        their characters alone, with no relations or definition (none when the layer reads neither)."""
+        if not (self.config.relations or self.config.definitions):
+            return []
+        return [w for w in words if not self.lexicon.lists(w)]
+
     def output_only_parameters(self) -> list[nn.Parameter]:
         """Parameters used only by the output side (residual net and bias)."""
         bias = [self.free_bias] if self.config.bias == "free" else list(self.bias_w.parameters())

@@ -65,6 +65,11 @@ class Lexicon:
         lex.words = set(seen)
         return lex
 
+    def lists(self, word: str) -> bool:
+        """Whether the table has a row for ``word`` or, as ``lookup`` falls back, its lowercased form
+        (a row with no entries counts: WordNet has nothing for that word)."""
+        return word in self.words or word.lower() in self.words
+
     def lookup(self, word: str, table: dict[str, list[str]], limit: int) -> list[str]:
         # Fall back to the lowercased form: WordNet is lowercase, WikiText is cased.
         entry = table.get(word)
@@ -77,3 +82,14 @@ class Lexicon:
 
     def definition_of(self, word: str, limit: int = 10) -> list[str]:
         return self.lookup(word, self.definitions, limit)
+
+
+def unlisted_warning(unlisted: list[str], total: int, what: str) -> str | None:
+    """The one-line warning for the words of ``unlisted`` (an output layer's ``unlisted`` of the ``total``
+    words of ``what``, e.g. "the evaluation vocabulary"); None when every word has a row."""
+    if not unlisted:
+        return None
+    examples = ", ".join(repr(w) for w in unlisted[:3])
+    return (f"warning: {len(unlisted):,} of the {total:,} words of {what} have no row in the lexicon (e.g. "
+            f"{examples}): GroC composes them from their characters alone; give `lexicon` a table that lists them "
+            "('groc lexicon --vocab DATASET ...')")

@@ -26,6 +26,7 @@ from ..console import log
 from ..errors import DamagedInput, GrocError, as_setting_error, first_line
 from ..environment import environment
 from ..models import KINDS, Lexicon, ModelConfig, build_model, output_layer_class
+from ..models.lexicon import unlisted_warning
 from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..settings import MISSING, default_of
 from ..text.dataset import open_dataset
@@ -266,6 +267,9 @@ class _FromRun:
         old = len(words) - len(self.new_words)
         log(f"finetuning {self.source_dir} on {dataset_dir}: vocabulary {old:,} + {len(self.new_words):,} new = "
             f"{len(words):,}")
+        warning = unlisted_warning(model.output_layer.unlisted(words), len(words), "the finetuning vocabulary")
+        if warning:
+            log(warning)
 
     def record(self, dataset, dataset_dir: Path, train_config: TrainConfig, lexicon_path: Path | None, n_params: int,
                world: int, device) -> dict:

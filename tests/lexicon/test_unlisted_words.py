@@ -1,0 +1,102 @@
+"""Words a GroC model composes without a lexicon row: finetune, eval and dump, and generate with a chosen
+vocabulary each say once how many words of their vocabulary the lexicon does not list (they get characters
+alone, no relations or definition), and say nothing when a lexicon over them is given."""
+
+import json
+import re
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import REPO, TINY, run_groc
+
+pytestmark = pytest.mark.slow
+
+BOOKS = REPO / "groc_cli" / "data"
+WARNING = re.compile(r"^warning: ([\d,]+) of the ([\d,]+) words of (.+) have no row in the lexicon \(e\.g\. ")
+
+
+@pytest.fixture(scope="module")
+def work(tiny_run):
+    """A GroC run on Persuasion whose lexicon lists Persuasion's words only; Thursday, the other domain;
+    lexicons over both and over Thursday alone."""
+    data = tiny_run.data(BOOKS / "austen-persuasion.txt", "4000,1000", "--tokenize", "--lower")
+    far = tiny_run.data(BOOKS / "chesterton-thursday.txt", "3000,1000", "--tokenize", "--lower")
+    own = tiny_run.lexicon(data)
+    return {"run": tiny_run("groc", data=data, lexicon=own, max_tokens=96), "far": far, "own": own,
+            "both": tiny_run.lexicon(data, far), "far_only": tiny_run.lexicon(far)}
+
+
+def _warnings(result) -> list[tuple[int, int, str]]:
+    assert result.returncode == 0, result.stderr.decode()
+    lines = [line for line in result.stderr.decode().splitlines() if line.startswith("warning")]
+    found = [WARNING.match(line) for line in lines]
+    assert all(found), lines
+    return [(int(m[1].replace(",", "")), int(m[2].replace(",", "")), m[3]) for m in found]
+
+
+def _words(path, column: str | None = None) -> list[str]:
+    """The words of a vocabulary or lexicon table (those with a true ``column`` where given)."""
+    rows = pq.read_table(path).to_pylist()
+    return [row["word"] for row in rows if column is None or row[column]]
+
+
+def _union(work, column: str) -> list[str]:
+    """The run's words, then the far domain's words of ``column`` that the run does not have."""
+    model = _words(work["run"] / "vocab.parquet")
+    return model + [w for w in _words(work["far"] / "vocab.parquet", column) if w not in set(model)]
+
+
+def _unlisted(words, lexicon) -> int:
+    listed = set(_words(lexicon))
+    return sum(w not in listed for w in words)
+
+
+def test_open_vocabulary_eval_and_dump_count_the_words_the_lexicon_lacks(work, tmp_path):
+    union = run_groc("eval", work["run"], work["far"], "--split", "valid", "--vocab", "union")
+    record = json.loads(union.stdout)
+    words = _union(work, "count_valid")
+    assert len(words) == record["vocab_size"]
+    lacking = _unlisted(words, work["own"])  # Thursday's words that Persuasion never had
+    assert 0 < lacking < len(words)
+    assert _warnings(union) == [(lacking, len(words), "the evaluation vocabulary")]
+    dumped = run_groc("dump", work["run"], work["far"], "--split", "valid", "--vocab", "union", "-o", tmp_path / "s")
+    assert _warnings(dumped) == [(lacking, len(words), "the evaluation vocabulary")]
+
+    covered = run_groc("eval", work["run"], work["far"], "--split", "valid", "--vocab", "union", "--lexicon", work["both"])
+    assert _warnings(covered) == []
+    # The rows it lacked change the model's probabilities: what the warning is about.
+    assert json.loads(covered.stdout)["perplexity"] != record["perplexity"]
+    assert _warnings(run_groc("eval", work["run"], work["far"], "--split", "valid")) == []  # closed: the run's words
+
+
+def test_a_lexicon_over_the_new_domain_alone_is_counted_for_the_models_own_words(work):
+    union = run_groc("eval", work["run"], work["far"], "--split", "valid", "--vocab", "union", "--lexicon",
+                     work["far_only"])
+    words = _union(work, "count_valid")
+    lacking = _unlisted(words, work["far_only"])
+    assert lacking > _unlisted(words, work["own"])  # more of Persuasion's words than Thursday's new ones
+    assert _warnings(union) == [(lacking, len(words), "the evaluation vocabulary")]
+    # Closed vocabulary too: the model's own words are what it lacks there.
+    closed = run_groc("eval", work["run"], work["far"], "--split", "valid", "--lexicon", work["far_only"])
+    model = _words(work["run"] / "vocab.parquet")
+    assert _warnings(closed) == [(_unlisted(model, work["far_only"]), len(model), "the evaluation vocabulary")]
+
+
+def test_finetune_counts_its_union_vocabulary_once(work, tmp_path):
+    flags = ["--max-tokens", "24", *TINY[4:]]
+    tuned = run_groc("finetune", work["run"], work["far"], "-o", tmp_path / "tuned", *flags)
+    words = _words(tmp_path / "tuned" / "vocab.parquet")
+    assert words == _union(work, "in_vocab")
+    assert _warnings(tuned) == [(_unlisted(words, work["own"]), len(words), "the finetuning vocabulary")]
+    covered = run_groc("finetune", work["run"], work["far"], "-o", tmp_path / "covered", "--lexicon", work["both"], *flags)
+    assert _warnings(covered) == []
+
+
+def test_generate_counts_the_chosen_vocabulary(work):
+    args = ["generate", work["run"], "the", "--vocab", work["far"], "--max-tokens", "3", "--seed", "1"]
+    drawn = run_groc(*args)
+    # The dataset's words (less <unk>, which is never drawn) and <eos>.
+    words = [w for w in _words(work["far"] / "vocab.parquet", "in_vocab") if w != "<unk>"]
+    assert _warnings(drawn) == [(_unlisted(words, work["own"]), len(words), "--vocab")]
+    assert _warnings(run_groc(*args, "--lexicon", work["both"])) == []
