@@ -30,6 +30,8 @@ EPILOG = """[bold]Examples[/bold]
 
   groc score runs/ptb-tied test.txt --format kenlm --vocab model | tail -n 4
 
+  groc score runs/ptb-groc news.txt --lexicon data/news.lexicon.parquet
+
 Writes one line per input line as soon as it is scored: TSV with a header naming the log base
 (ln_prob, or log10_prob with --log10; tokens; perplexity; --per-word adds word_log_probs, one
 value per token and <eos>),
@@ -46,6 +48,10 @@ def score(
     input: Optional[str] = typer.Argument(None, metavar="[FILE|-]", help="Text, one sentence a line; '-' or nothing reads stdin."),
     checkpoint: Checkpoint = checkpoint_option(),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N (lines are scored one at a time)."),
+    lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="GroC: use this lexicon table from 'groc lexicon' "
+                                           "instead of the run's own, for every word: one over the scored text's "
+                                           "words gives its new words their relations and definitions (without a "
+                                           "row a word is composed from its characters alone)."),
     errors: Utf8Errors = UTF8_ERRORS,
     threads: str = THREADS,
     **options,
@@ -62,7 +68,7 @@ def score(
 
     set_threads(threads)
     stream = open_input(input, "FILE")
-    model = load_run(run_dir, checkpoint=checkpoint.value, device=device, vocab=settings.vocab)
+    model = load_run(run_dir, checkpoint=checkpoint.value, device=device, vocab=settings.vocab, lexicon=lexicon)
     lines = decode_lines(stream, errors=errors.value, name="stdin" if input in (None, "-") else input)
     with S.setting_errors(ctx, SettingError):  # the cache's settings, checked before any line is read
         rows = run_score(settings, model, lines, **cache_settings)

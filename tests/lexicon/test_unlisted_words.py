@@ -1,6 +1,6 @@
 """Words a GroC model composes without a lexicon row: finetune, eval and dump, and generate with a chosen
 vocabulary each say once how many words of their vocabulary the lexicon does not list (they get characters
-alone, no relations or definition), and say nothing when a lexicon over them is given."""
+alone, no relations or definition), and say nothing when a lexicon over them is given; score reads one."""
 
 import json
 import re
@@ -18,13 +18,14 @@ WARNING = re.compile(r"^warning: ([\d,]+) of the ([\d,]+) words of (.+) have no 
 
 @pytest.fixture(scope="module")
 def work(tiny_run):
-    """A GroC run on Persuasion whose lexicon lists Persuasion's words only; Thursday, the other domain;
-    lexicons over both and over Thursday alone."""
+    """A GroC run on Persuasion whose lexicon lists Persuasion's words only (and a tied run); Thursday, the
+    other domain; lexicons over both and over Thursday alone."""
     data = tiny_run.data(BOOKS / "austen-persuasion.txt", "4000,1000", "--tokenize", "--lower")
     far = tiny_run.data(BOOKS / "chesterton-thursday.txt", "3000,1000", "--tokenize", "--lower")
     own = tiny_run.lexicon(data)
     return {"run": tiny_run("groc", data=data, lexicon=own, max_tokens=96), "far": far, "own": own,
-            "both": tiny_run.lexicon(data, far), "far_only": tiny_run.lexicon(far)}
+            "both": tiny_run.lexicon(data, far), "far_only": tiny_run.lexicon(far),
+            "tied": tiny_run("tied", data=data, max_tokens=96)}
 
 
 def _warnings(result) -> list[tuple[int, int, str]]:
@@ -100,3 +101,29 @@ def test_generate_counts_the_chosen_vocabulary(work):
     words = [w for w in _words(work["far"] / "vocab.parquet", "in_vocab") if w != "<unk>"]
     assert _warnings(drawn) == [(_unlisted(words, work["own"]), len(words), "--vocab")]
     assert _warnings(run_groc(*args, "--lexicon", work["both"])) == []
+
+
+def test_score_reads_a_given_lexicon_for_the_words_it_lists_anew(work, tmp_path):
+    model = _words(work["run"] / "vocab.parquet")
+    rows = pq.read_table(work["both"]).to_pylist()
+    own = set(_words(work["own"]))
+    new = [r["word"] for r in rows if r["relations"] and r["word"] not in own][:3]  # Thursday's, with WordNet rows
+    known = [w for w in model if not w.startswith("<")][:6]
+    text = tmp_path / "lines.txt"
+    text.write_text(" ".join(known) + "\n" + " ".join(["the", *new]) + "\n")
+
+    def scores(*flags) -> list[float]:
+        r = run_groc("score", work["run"], text, "--json", *flags)
+        assert r.returncode == 0, r.stderr.decode()
+        return [json.loads(line)["ln_prob"] for line in r.stdout.decode().splitlines()]
+
+    (known_own, new_own), (known_both, new_both) = scores(), scores("--lexicon", work["both"])
+    assert known_both == known_own  # the model's own words have the same rows in both tables
+    assert new_both != new_own
+
+    tied = run_groc("score", work["tied"], text, "--lexicon", work["both"])
+    missing = run_groc("score", work["run"], text, "--lexicon", tmp_path / "none.parquet")
+    for refused, needle in ((tied, "GroC models only"), (missing, "no such file")):
+        assert refused.returncode == 2 and refused.stdout == b""
+        lines = refused.stderr.decode().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("groc: error: --lexicon") and needle in lines[0], lines
