@@ -60,7 +60,7 @@ class GenerateInput:
 
     vocab: str | None = setting(None, "GroC: draw from these words instead of the run's own: a word list (one word a "
                                 "line, optional count), a dataset directory (its vocabulary; a test-only dataset: every "
-                                "word of its splits), or 'model'. The output layer composes a row for each, including "
+                                "word of its splits), a run directory (its model's words), or 'model'. The output layer composes a row for each, including "
                                 "words the run never saw.", metavar="FILE|DATASET|model")
     lexicon: Path | None = setting(None, "GroC: lexicon table from 'groc lexicon' covering `vocab`'s words (default: "
                                    "the run's own).")
@@ -182,7 +182,8 @@ def sample_stream(run, prompts: Iterable[list[str]], words: list[str] | None,
 
     with torch.no_grad():
         rows = None if words is None else run.composer.rows(words)
-        warning = words and unlisted_warning(run.model.output_layer.unlisted(words), len(words), "`vocab`")
+        warning = words and unlisted_warning(run.model.output_layer.unlisted(words), len(words), "`vocab`",
+                                             run.run.path)
         if warning:
             log(warning)
         for tokens in prompts:

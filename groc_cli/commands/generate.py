@@ -79,7 +79,7 @@ def generate(
 def _check_vocab(vocab: Optional[str]) -> None:
     """--vocab names the run's own vocabulary ('model'), or a word list or dataset directory that exists."""
     if vocab is not None and vocab != "model" and not Path(vocab).exists():
-        raise GrocError(f"--vocab {vocab}: no such file or directory (a word list, a dataset directory, or 'model')")
+        raise GrocError(f"--vocab {vocab}: no such file or directory (a word list, a dataset or run directory, or 'model')")
 
 
 def _prompts(stack: contextlib.ExitStack, stream, prompt: Optional[str], input: Optional[str], errors: Utf8Errors,

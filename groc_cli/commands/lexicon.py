@@ -27,7 +27,7 @@ EPILOG = """[bold]Examples[/bold]
 def lexicon(
     ctx: typer.Context,
     output: Path = typer.Option(..., "-o", "--output", help="Lexicon table to write (Parquet)."),
-    vocab: Optional[list[Path]] = typer.Option(None, "--vocab", help="Dataset directory (all its types), vocab.parquet or word list; repeat to combine; default: every WordNet lemma."),
+    vocab: Optional[list[Path]] = typer.Option(None, "--vocab", help="Dataset directory (all its types), run directory (its model's words), vocab.parquet or word list; repeat to combine; default: every WordNet lemma."),
     force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
     json_out: bool = typer.Option(False, "--json", help="Print coverage and counts as JSON on stdout."),
     **settings,

@@ -656,20 +656,31 @@ def _verify_content(dataset: Dataset) -> None:
 def vocab_for_lexicon(path: Path) -> tuple[list[str], list[str]]:
     """(words to list, words to report coverage on): for a dataset directory every type of
     every split (open-vocabulary evaluation needs the new words too) and its training
-    vocabulary; otherwise the words of the file, both times."""
-    if Path(path).is_dir():
+    vocabulary; otherwise the words ``read_vocab_words`` reads, both times."""
+    if Path(path).is_dir() and run_vocab_file(path) is None:
         ds = open_dataset(path)
         return ds.words, ds.vocab or ds.words
     words = read_vocab_words(path)
     return words, words
 
 
+def run_vocab_file(path: Path) -> Path | None:
+    """The vocab.parquet of a run directory from 'groc train' or 'groc finetune' (config.json and
+    vocab.parquet, no dataset manifest); None for any other path."""
+    path = Path(path)
+    if (path / "manifest.json").exists() or not (path / "config.json").is_file():
+        return None
+    return path / "vocab.parquet" if (path / "vocab.parquet").is_file() else None
+
+
 def read_vocab_words(path: Path) -> list[str]:
     """Words of a vocabulary given as a dataset directory (its training vocabulary; a dataset prepared
-    without a training split has none, and gives every word of its splits), a vocab.parquet, or a text
-    file (one word per line, optional count)."""
+    without a training split has none, and gives every word of its splits), a run directory (the
+    model's words), a vocab.parquet, or a text file (one word per line, optional count)."""
     path = Path(path)
-    if path.is_dir():
+    if path.is_dir() and run_vocab_file(path) is not None:
+        path = run_vocab_file(path)
+    elif path.is_dir():
         ds = open_dataset(path)
         return ds.vocab or ds.words
     if not path.exists():

@@ -71,6 +71,18 @@ def test_open_vocabulary_eval_and_dump_count_the_words_the_lexicon_lacks(work, t
     assert _warnings(run_groc("eval", work["run"], work["far"], "--split", "valid")) == []  # closed: the run's words
 
 
+def test_the_command_the_warning_gives_builds_the_table_that_silences_it(work, tmp_path):
+    args = ["eval", work["run"], work["far"], "--split", "valid", "--vocab", "union"]
+    warning, = [line for line in run_groc(*args).stderr.decode().splitlines() if line.startswith("warning")]
+    command = re.search(r"\('groc (lexicon [^']*)'\)$", warning)[1].split()
+    assert command == ["lexicon", "--vocab", str(work["run"]), "--vocab", "DATASET", "-o", "FILE"]
+    table = tmp_path / "both.parquet"
+    run_groc(*command[:4], work["far"], "-o", table, check=True)
+    # A run directory gives its model's words: the table lists those and every word of the dataset.
+    assert set(_words(table)) == set(_words(work["run"] / "vocab.parquet")) | set(_words(work["far"] / "vocab.parquet"))
+    assert _warnings(run_groc(*args, "--lexicon", table)) == []
+
+
 def test_a_lexicon_over_the_new_domain_alone_is_counted_for_the_models_own_words(work):
     union = run_groc("eval", work["run"], work["far"], "--split", "valid", "--vocab", "union", "--lexicon",
                      work["far_only"])
