@@ -60,8 +60,9 @@ class GenerateInput:
 
     vocab: str | None = setting(None, "GroC: draw from these words instead of the run's own: a word list (one word a "
                                 "line, optional count), a dataset directory (its vocabulary; a test-only dataset: every "
-                                "word of its splits), a run directory (its model's words), or 'model'. The output layer composes a row for each, including "
-                                "words the run never saw.", metavar="FILE|DATASET|model")
+                                "word of its splits), a run directory (its model's words), or 'model'. The output layer "
+                                "composes a row for each, including words the run never saw.",
+                                metavar="FILE|DATASET|RUN|model")
     lexicon: Path | None = setting(None, "GroC: lexicon table from 'groc lexicon' covering `vocab`'s words (default: "
                                    "the run's own).")
     tokenize: bool = same_as(TextInput, "tokenize", help="Moses-tokenize each prompt first (raw text).")

@@ -77,7 +77,7 @@ def generate(
 
 
 def _check_vocab(vocab: Optional[str]) -> None:
-    """--vocab names the run's own vocabulary ('model'), or a word list or dataset directory that exists."""
+    """--vocab names the run's own vocabulary ('model'), or a word list, dataset or run directory that exists."""
     if vocab is not None and vocab != "model" and not Path(vocab).exists():
         raise GrocError(f"--vocab {vocab}: no such file or directory (a word list, a dataset or run directory, or 'model')")
 
