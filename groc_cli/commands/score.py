@@ -41,6 +41,10 @@ end "Perplexity including OOVs:", "Perplexity excluding OOVs:", "OOVs:" and "Tok
 whole stream first).
 """
 
+LEXICON = typer.Option(None, "--lexicon", help="GroC: use this lexicon table from 'groc lexicon' instead of the run's "
+                       "own, for every word: one over the scored text's words gives its new words their relations and "
+                       "definitions (without a row a word is composed from its characters alone).")
+
 
 def score(
     ctx: typer.Context,
@@ -48,10 +52,7 @@ def score(
     input: Optional[str] = typer.Argument(None, metavar="[FILE|-]", help="Text, one sentence a line; '-' or nothing reads stdin."),
     checkpoint: Checkpoint = checkpoint_option(),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or cuda:N (lines are scored one at a time)."),
-    lexicon: Optional[Path] = typer.Option(None, "--lexicon", help="GroC: use this lexicon table from 'groc lexicon' "
-                                           "instead of the run's own, for every word: one over the scored text's "
-                                           "words gives its new words their relations and definitions (without a "
-                                           "row a word is composed from its characters alone)."),
+    lexicon: Optional[Path] = LEXICON,
     errors: Utf8Errors = UTF8_ERRORS,
     threads: str = THREADS,
     **options,
