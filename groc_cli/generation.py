@@ -183,8 +183,7 @@ def sample_stream(run, prompts: Iterable[list[str]], words: list[str] | None,
 
     with torch.no_grad():
         rows = None if words is None else run.composer.rows(words)
-        warning = words and unlisted_warning(run.model.output_layer.unlisted(words), len(words), "`vocab`",
-                                             run.run.path)
+        warning = words and unlisted_warning(run.model.output_layer, words, "`vocab`", run.run.path)
         if warning:
             log(warning)
         for tokens in prompts:

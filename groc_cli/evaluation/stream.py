@@ -116,8 +116,7 @@ def load_model(run, checkpoint: str, device: torch.device, vocab: EvalVocab, lex
     model.eval()
     if vocab.mode == "union" and model.output_layer.composes_unseen_words:
         model.set_vocab(vocab.words)
-    warning = unlisted_warning(model.output_layer.unlisted(vocab.words), vocab.size, "the evaluation vocabulary",
-                                 run.path)
+    warning = unlisted_warning(model.output_layer, vocab.words, "the evaluation vocabulary", run.path)
     if warning:
         log(warning)
     return model

@@ -84,13 +84,14 @@ class Lexicon:
         return self.lookup(word, self.definitions, limit)
 
 
-def unlisted_warning(unlisted: list[str], total: int, what: str, run_dir) -> str | None:
-    """The one-line warning for the words of ``unlisted`` (an output layer's ``unlisted`` of the ``total``
-    words of ``what``, e.g. "the evaluation vocabulary") of the model of run ``run_dir``, with the command
-    that builds a table over the run's words and a dataset's; None when every word has a row."""
+def unlisted_warning(layer, words: list[str], what: str, run_dir) -> str | None:
+    """The one-line warning for the words of ``words`` (those of ``what``, e.g. "the evaluation vocabulary")
+    that output ``layer`` of run ``run_dir`` finds ``unlisted``, with the command that builds a table over the
+    run's words and a dataset's; None when every word has a row."""
+    unlisted = layer.unlisted(words)
     if not unlisted:
         return None
     examples = ", ".join(repr(w) for w in unlisted[:3])
-    return (f"warning: {len(unlisted):,} of the {total:,} words of {what} have no row in the lexicon (e.g. "
+    return (f"warning: {len(unlisted):,} of the {len(words):,} words of {what} have no row in the lexicon (e.g. "
             f"{examples}): GroC composes them from their characters alone; give `lexicon` a table that lists them "
             f"('groc lexicon --vocab {run_dir} --vocab DATASET -o FILE')")

@@ -678,11 +678,12 @@ def read_vocab_words(path: Path) -> list[str]:
     without a training split has none, and gives every word of its splits), a run directory (the
     model's words), a vocab.parquet, or a text file (one word per line, optional count)."""
     path = Path(path)
-    if path.is_dir() and run_vocab_file(path) is not None:
-        path = run_vocab_file(path)
-    elif path.is_dir():
-        ds = open_dataset(path)
-        return ds.vocab or ds.words
+    if path.is_dir():
+        run_vocab = run_vocab_file(path)
+        if run_vocab is None:
+            ds = open_dataset(path)
+            return ds.vocab or ds.words
+        path = run_vocab
     if not path.exists():
         raise GrocError(f"`vocab` {path}: no such file or directory")
     if path.suffix == ".parquet":

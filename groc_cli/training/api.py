@@ -267,8 +267,7 @@ class _FromRun:
         old = len(words) - len(self.new_words)
         log(f"finetuning {self.source_dir} on {dataset_dir}: vocabulary {old:,} + {len(self.new_words):,} new = "
             f"{len(words):,}")
-        warning = unlisted_warning(model.output_layer.unlisted(words), len(words), "the finetuning vocabulary",
-                                   self.source_dir)
+        warning = unlisted_warning(model.output_layer, words, "the finetuning vocabulary", self.source_dir)
         if warning:
             log(warning)
 
