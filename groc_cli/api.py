@@ -135,10 +135,11 @@ class LoadedRun:
     def __init__(self, path: Path, checkpoint: str = "best", device: str = "cpu", vocab: str = "union",
                  lexicon: str | Path | None = None, threads: str | int | None = "auto"):
         _check_arguments(path=path, checkpoint=checkpoint, device=device, vocab=vocab, lexicon=lexicon, threads=threads)
-        if threads is not None:  # as the commands do: torch's own default oversubscribes a busy machine
-            from .runtime import set_threads
+        from .runtime import set_threads, settle_vector_math
 
+        if threads is not None:  # as the commands do: torch's own default oversubscribes a busy machine
             set_threads(threads)
+        settle_vector_math()  # torch's own thread count too (None): the same numbers every time
         self.run = Run(Path(path))
         self.kind = self.run.model_config.output
         self.vocab_mode = vocab

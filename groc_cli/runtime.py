@@ -186,9 +186,25 @@ def rebalance_threads() -> int | None:
     return n
 
 
+_VML_READY: list[bool] = []
+
+
+def settle_vector_math() -> None:
+    """Make MKL's vector math (torch's CPU tanh and exp among others, in its MKL builds) ready on
+    this thread before several threads first use it at once. Without it, the first such call in a
+    process at 2 threads sometimes ran one thread's half on a less exact path (torch.tanh off by
+    9e-5 where it is exact to 3e-8; 9 of 26 fresh processes on an idle 2-core Xeon), and two runs
+    of the same training command gave different models. One call from one thread readies it for
+    all; later calls cost nothing. docs/reproduction.md, "Same command, same numbers"."""
+    if not _VML_READY:
+        torch.exp(torch.zeros(1))
+        _VML_READY.append(True)
+
+
 def _apply_threads(n: int) -> None:
     import sys
 
+    settle_vector_math()
     torch.set_num_threads(n)
     os.environ["OMP_NUM_THREADS"] = str(n)
     # A faiss whose files an uninstall deleted imports without this function; the unbounded

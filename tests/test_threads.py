@@ -110,6 +110,31 @@ def test_set_threads_applies_the_count_and_refuses_nonsense(monkeypatch):
         torch.set_num_threads(before)
 
 
+FIRST_TANH = """
+import sys, torch
+from groc_cli.runtime import set_threads
+set_threads(2)
+torch.randn(300, 300) @ torch.randn(300, 300)  # MKL's first call, as a model's first product
+x = torch.randn(11048, 256, generator=torch.Generator().manual_seed(0)) * 3  # GroC's pooled features
+first, second = torch.tanh(x), torch.tanh(x)
+print(int(torch.equal(first, second)), float((first.double() - torch.tanh(x.double())).abs().max()))
+"""
+
+
+@pytest.mark.slow
+def test_the_first_vector_math_call_at_two_threads_is_as_exact_as_every_later_one():
+    """The first torch.tanh of a process at 2 threads sometimes ran one thread's half on a less exact
+    path of MKL's vector math (off by 9e-5), so two runs of the same training command gave different
+    models. Several fresh processes: each one's first call is exact and equals its second."""
+    import subprocess
+    import sys
+
+    for _ in range(8):
+        out = subprocess.run([sys.executable, "-c", FIRST_TANH], cwd=REPO, capture_output=True, check=True).stdout
+        same, error = out.decode().split()
+        assert same == "1" and float(error) < 1e-6, (same, error)
+
+
 @pytest.mark.slow
 def test_every_torch_stage_takes_threads(tmp_path):
     for stage in ("train", "finetune", "dump", "eval", "score"):
