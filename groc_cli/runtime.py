@@ -5,6 +5,7 @@ Kept apart from training and evaluation so that both use it without importing ea
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -186,9 +187,7 @@ def rebalance_threads() -> int | None:
     return n
 
 
-_VML_READY: list[bool] = []
-
-
+@functools.cache
 def settle_vector_math() -> None:
     """Make MKL's vector math (torch's CPU tanh and exp among others, in its MKL builds) ready on
     this thread before several threads first use it at once. Without it, the first such call in a
@@ -196,9 +195,7 @@ def settle_vector_math() -> None:
     9e-5 where it is exact to 3e-8; 9 of 26 fresh processes on an idle 2-core Xeon), and two runs
     of the same training command gave different models. One call from one thread readies it for
     all; later calls cost nothing. docs/reproduction.md, "Same command, same numbers"."""
-    if not _VML_READY:
-        torch.exp(torch.zeros(1))
-        _VML_READY.append(True)
+    torch.exp(torch.zeros(1))
 
 
 def _apply_threads(n: int) -> None:

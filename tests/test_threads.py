@@ -111,7 +111,7 @@ def test_set_threads_applies_the_count_and_refuses_nonsense(monkeypatch):
 
 
 FIRST_TANH = """
-import sys, torch
+import torch
 from groc_cli.runtime import set_threads
 set_threads(2)
 torch.randn(300, 300) @ torch.randn(300, 300)  # MKL's first call, as a model's first product
