@@ -96,20 +96,16 @@ model() {
   done
   # The training split scored as the test split is (no dropout): how closely the model fits it.
   capture "$OUT/evals/$m-emma-train.json" groc eval "$OUT/runs/$m" "$OUT/emma" --split train
-  keep_record "$m"
+  keep_model "$m"
 }
 RECORDS=${RECORDS:-$OUT/records}
-# keep_record MODEL: its record, RECORDS/MODEL/, made aside and moved into place whole.
-keep_record() {
-  local m=$1 record=$RECORDS/$1 tmp f
-  [ -e "$record" ] && return 0
-  mkdir -p "$RECORDS"
-  tmp=$(mktemp -d "$record.partial.XXXXXX")
-  cp "$OUT/runs/$m/"{summary.json,config.json,metrics.parquet} "$tmp/" || { rm -rf "$tmp"; return 1; }
+# keep_model MODEL: its record, RECORDS/MODEL/ (keep_record in lib/steps.sh).
+keep_model() {
+  local m=$1 f evals=()
   for f in emma-closed.json emma-closed.parquet emma-open.json near-open.json far-open.json emma-train.json; do
-    cp "$OUT/evals/$m-$f" "$tmp/$f" || { rm -rf "$tmp"; return 1; }
+    evals+=("$f=$OUT/evals/$m-$f")
   done
-  mv -T "$tmp" "$record"
+  keep_record "$RECORDS/$m" "$OUT/runs/$m" "${evals[@]}"
 }
 running=0
 for m in $MODELS; do

@@ -290,9 +290,30 @@ def h200_step(records: Path) -> str:
                    "small.json (2 × 200, BPTT 20): ms", "vs tied"], rows)
 
 
+
+# -- Press & Wolf's Table 6 on CPU ----------------------------------------------------------------------------------
+#: What Press & Wolf's Table 6 says of each row beside the small model's published perplexity (its rows are an
+#: image in our copy of the paper: only their direction is compared).
+PRESS_WOLF_DIRECTION = {"wt": "below untied", "pr": "below untied", "wt-pr": "lowest of the four"}
+
+
+def press_wolf(records: Path) -> str:
+    published = recipe("press-wolf").PRESS_WOLF_ROWS
+    rows = []
+    for row, d in _rows(records / "press-wolf", "", published):
+        s, config = _json(d / "summary.json"), _json(d / "config.json")
+        label, _, _, test, _ = published[row]
+        rows.append([label, f"{s['parameters'] / 1e6:.2f}M", str(s["epochs"]), _fmt(s["final"]["train_ppl"]),
+                     _fmt(s["final"]["valid_ppl"]), f"**{_json(d / 'test.json')['perplexity']:.2f}**",
+                     f"Zaremba et al. {test}" if test else PRESS_WOLF_DIRECTION[row],
+                     f"{s['seconds'] / 60:,.0f}", _machine(config)])
+    return _table(["row", "params", "epochs", "train ppl (last epoch)", "valid ppl (last epoch)", "test ppl",
+                   "published", "minutes", "machine"], rows)
+
 BLOCKS = {"table2-cpu": table2_cpu, "figure3-cpu": figure3_cpu, "ranks-cpu": ranks_cpu, "converge": converge,
           "converge-bins": converge_bins, "converge-amp": converge_amp, "table2-paper": table2_paper, "gpu-window": gpu_window,
-          "encoder-cpu": encoder_cpu, "amp-cpu": amp_cpu, "h200-step": h200_step, "table1": table1}
+          "encoder-cpu": encoder_cpu, "amp-cpu": amp_cpu, "h200-step": h200_step, "table1": table1,
+          "press-wolf": press_wolf}
 
 
 # -- figures ------------------------------------------------------------------------------------------------------

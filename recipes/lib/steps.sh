@@ -117,6 +117,26 @@ train() { local run=$1; shift; _resumable train "$run" "$@"; }
 # finetune RUN DATASET NEW_RUN ARGS...: groc finetune RUN DATASET ARGS into NEW_RUN.
 finetune() { local run=$1 dataset=$2 new=$3; shift 3; _resumable finetune "$new" "$run" "$dataset" "$@"; }
 
+# keep_record RECORD RUN [NAME=FILE]...: the record of a finished RUN, the folder RECORD: the run's summary.json,
+# config.json and metrics.parquet, and each FILE (its evaluations) as NAME; made in a folder aside and moved into
+# place whole, so that RECORD is complete wherever it exists (a "= RECORD (kept)" line and nothing else if it
+# does). Records are what the reports are built from (docs/records/README.md): keep them where they outlive WORK.
+keep_record() {
+  local record=$1 run=$2 pair tmp ok=1; shift 2
+  _begin "$record" kept || return 0
+  tmp=$(mktemp -d "$record.partial.XXXXXX") && chmod "$(umask_mode 777)" "$tmp"
+  cp "$run/"{summary.json,config.json,metrics.parquet} "$tmp/" || ok=0
+  for pair in "$@"; do cp "${pair#*=}" "$tmp/${pair%%=*}" || ok=0; done
+  if [ "$ok" = 0 ]; then
+    rm -rf "$tmp"; _end
+    echo "$NAME: the record $record could not be made (above)" >&2
+    return 1
+  fi
+  mv -T "$tmp" "$record"
+  echo "  kept $record" >> "${LOG:-/dev/null}"
+  _end
+}
+
 # report NAME --OPTION=VALUE...: the result table NAME from finished outputs (a @report function of a
 # recipe folder's table.py, recipes/*/table.py, found by recipes/lib/tables.py).
 report() { python "$ROOT/recipes/lib/tables.py" "$@"; }

@@ -18,6 +18,10 @@
 # JOBS (default 2; one thread each), PR_INIT (the PR rows' projection: identity, the default, starts P = I
 # with no bias; authors is the reference code's, P and a bias after it drawn like every weight;
 # docs/reproduction.md compares them).
+# RECORDS (default results/press-wolf/records): each finished row's record, RECORDS/ROW/ (its summary.json,
+# config.json and metrics.parquet, and test.json), written at once when its evaluation is complete; a row
+# with a record is finished even where its run is gone, and the table is made from the records alone
+# (docs/reproduction.md's is built from this repository's docs/records/press-wolf/).
 # Re-running skips finished rows and resumes an interrupted one from its last checkpoint (every 500
 # steps; an epoch is 2,323).
 NAME=press-wolf
@@ -35,6 +39,7 @@ step "$WORK/ptb" groc prepare --train "$DATA/ptb/ptb.train.txt" --valid "$DATA/p
   --test "$DATA/ptb/ptb.test.txt" -o "$WORK/ptb"
 RUNS=$WORK/runs/press-wolf
 EVALS=$WORK/evals/press-wolf
+RECORDS=${RECORDS:-$OUT/records}
 SMALL=(--emb 200 --hidden 200 --layers 2 --dropout 0 --init-range 0.1 --batch-size 20 --bptt 20 --eval-batch-size 20
        --optimizer sgd --schedule epochs --lr 20 --clip 0.25 --lr-decay 0.5 --lr-decay-after 4 --max-epochs 13
        --patience 13 --seed 1 --log-every 500 --checkpoint-every 500)
@@ -47,8 +52,10 @@ row() {
     pr) args=(--output-layer lookup --projection-reg "$PR" --projection-init "$PR_INIT") ;;
     wt-pr) args=(--output-layer tied --projection-reg "$PR" --projection-init "$PR_INIT") ;;
   esac
+  [ -e "$RECORDS/$r" ] && { echo "= $RECORDS/$r (kept)" >&2; return 0; }
   train "$RUNS/$r" "$WORK/ptb" "${SMALL[@]}" "${args[@]}"
   capture "$EVALS/$r.test.json" groc eval "$RUNS/$r" "$WORK/ptb" --split test --checkpoint last
+  keep_record "$RECORDS/$r" "$RUNS/$r" "test.json=$EVALS/$r.test.json"
 }
 running=0
 for r in $ROWS; do
@@ -59,4 +66,4 @@ done
 failed=0
 while [ "$running" -gt 0 ]; do wait -n || failed=1; running=$((running - 1)); done
 [ "$failed" = 0 ] || { echo "$NAME: a row failed (above); re-run to resume it" >&2; exit 1; }
-report press-wolf --out="$OUT" --work="$WORK" --rows="$ROWS"
+report press-wolf --out="$OUT" --records="$RECORDS" --rows="$ROWS"

@@ -19,14 +19,15 @@ PRESS_WOLF_ROWS = {
 
 
 @report
-def press_wolf(out: Path, work: Path, rows: list[str]) -> None:
-    """Press & Wolf's Table 6: the small PTB model untied, tied (WT), with projection regularization (PR), both."""
+def press_wolf(out: Path, records: Path, rows: list[str]) -> None:
+    """Press & Wolf's Table 6: the small PTB model untied, tied (WT), with projection regularization (PR), both,
+    from each row's record (RECORDS/ROW/: the run's summary.json and its test.json)."""
     t = Table("press-wolf", "Press & Wolf (2017) Table 6 on CPU: Zaremba et al.'s small PTB model, no dropout",
               ["model", "params", "epochs", "train_ppl", "valid_ppl", "test_ppl", "minutes", "paper_params_M",
                "paper_valid", "paper_test"], {"params": ",", "epochs": "d", "minutes": ".0f", "train_ppl": ".1f"})
     for r in rows:
-        s = summary(work / "runs" / "press-wolf" / r)
-        e = load(work / "evals" / "press-wolf" / f"{r}.test.json")
+        s = summary(records / r)
+        e = load(records / r / "test.json")
         label, params, valid, test, _ = PRESS_WOLF_ROWS[r]
         t.add(model=label, params=s["parameters"], epochs=s["epochs"], train_ppl=s["final"]["train_ppl"],
               valid_ppl=s["final"]["valid_ppl"], test_ppl=e["perplexity"], minutes=s["seconds"] / 60,

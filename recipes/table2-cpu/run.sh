@@ -110,23 +110,18 @@ row() {
     ${lex[@]+"${lex[@]}"}
   # The training split scored as the test split is (no dropout): over- or underfitting, row by row.
   capture "$EVALS/ptb-$kind.train.json" groc eval "$RUNS/ptb-$kind" "$WORK/ptb" --split train
-  keep_record "$kind"
+  keep_row "$kind"
 }
-# keep_record KIND: the finished row's record, $RECORDS/ptb-KIND/ (see the top), made in a folder aside
-# and moved into place whole; Figure 3's comparisons made from the row's earlier record are removed.
-keep_record() {
-  local kind=$1 record=$RECORDS/ptb-$1
-  _begin "$record" kept || return 0
-  local tmp what ok=1; tmp=$(mktemp -d "$record.partial.XXXXXX") && chmod "$(umask_mode 777)" "$tmp"
-  cp "$RUNS/ptb-$kind/"{summary.json,config.json,metrics.parquet} "$tmp/" || ok=0
-  # The four evaluations by name, not a glob of ptb-KIND.*: a capture killed with its session leaves
-  # ptb-KIND.test.json.partial.XXXXXX beside them, which is no part of the record.
-  for what in test.json test.parquet test-open.json train.json; do cp "$EVALS/ptb-$kind.$what" "$tmp/$what" || ok=0; done
-  [ "$ok" = 1 ] || { rm -rf "$tmp"; echo "$NAME: the record of ptb-$kind could not be made (above)" >&2; return 1; }
-  mv -T "$tmp" "$record"
-  echo "  kept $record" >> "${LOG:-/dev/null}"
+# keep_row KIND: the finished row's record, $RECORDS/ptb-KIND/ (see the top; keep_record in lib/steps.sh), and
+# Figure 3's comparisons made from the row's earlier record removed. The four evaluations by name, not a glob of
+# ptb-KIND.*: a capture killed with its session leaves ptb-KIND.test.json.partial.XXXXXX beside them, which is no
+# part of the record.
+keep_row() {
+  local kind=$1 what evals=()
+  [ -e "$RECORDS/ptb-$kind" ] && { echo "= $RECORDS/ptb-$kind (kept)" >&2; return 0; }
+  for what in test.json test.parquet test-open.json train.json; do evals+=("$what=$EVALS/ptb-$kind.$what"); done
+  keep_record "$RECORDS/ptb-$kind" "$RUNS/ptb-$kind" "${evals[@]}" || return 1
   case $kind in groc) rm -f "$OUT"/compare-*-groc.json ;; *) rm -f "$OUT/compare-$kind-groc.json" ;; esac
-  _end
 }
 # Longest rows first: started last, GroC would train alone for its many hours after the other rows,
 # one thread on one core, the others idle (an epoch of it costs about five of tied's: docs/benchmarks.md).

@@ -71,10 +71,24 @@ def test_press_wolf_trains_the_four_rows_as_the_reference_code_and_writes_the_ta
     assert "| small + WT | 2,653,200 | 13 | 40.2 | 121.5 | 105.5 | 72 | 2.7 | – | – |" in table
     assert table in first.stdout and pq.read_table(tmp_path / "results" / "press-wolf" / "press-wolf.parquet").num_rows == 4
 
+    records = tmp_path / "results" / "press-wolf" / "records"
+    assert sorted(p.name for p in records.iterdir()) == ["pr", "untied", "wt", "wt-pr"]
+    assert sorted(p.name for p in (records / "wt").iterdir()) == ["config.json", "metrics.parquet", "summary.json",
+                                                                 "test.json"]
+    assert json.loads((records / "wt" / "test.json").read_text())["perplexity"] == 105.5
+
     (tmp_path / "calls").unlink()
     second = run_recipe("press-wolf.sh", tmp_path, PPL_untied="114.0", PPL_wt="105.5")
     assert second.returncode == 0, second.stderr
     assert calls(tmp_path) == []  # every row was finished: nothing trains or evaluates again
+
+    # The records alone make the table: with the runs and evaluations gone, nothing trains again.
+    subprocess.run(["rm", "-r", str(tmp_path / "results" / "work" / "runs"), str(tmp_path / "results" / "work" / "evals"),
+                    str(tmp_path / "results" / "press-wolf" / "press-wolf.md")], check=True)
+    third = run_recipe("press-wolf.sh", tmp_path, PPL_untied="114.0", PPL_wt="105.5")
+    assert third.returncode == 0, third.stderr
+    assert calls(tmp_path) == [] and f"= {records}/wt (kept)" in third.stderr
+    assert (tmp_path / "results" / "press-wolf" / "press-wolf.md").read_text() == table
 
 
 @pytest.mark.slow
