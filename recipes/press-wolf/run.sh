@@ -16,8 +16,9 @@
 # Rows (ROWS, default all four): untied, wt, pr, wt-pr.
 # Environment: DATA (default ../shared/data), RESULTS (default results), GROC_WORK (default results/work),
 # JOBS (default 2; one thread each), PR_INIT (the PR rows' projection: identity, the default, starts P = I
-# with no bias; authors is the reference code's, P and a bias after it drawn like every weight;
-# docs/reproduction.md compares them).
+# with no bias; authors is the reference code's, P and a bias after it drawn like every weight, and its
+# PR rows are pr-authors-init and wt-pr-authors-init, so that neither setting's runs or records stand in
+# for the other's).
 # RECORDS (default results/press-wolf/records): each finished row's record, RECORDS/ROW/ (its summary.json,
 # config.json and metrics.parquet, and test.json), written at once when its evaluation is complete; a row
 # with a record is finished even where its run is gone, and the table is made from the records alone
@@ -44,18 +45,20 @@ SMALL=(--emb 200 --hidden 200 --layers 2 --dropout 0 --init-range 0.1 --batch-si
        --optimizer sgd --schedule epochs --lr 20 --clip 0.25 --lr-decay 0.5 --lr-decay-after 4 --max-epochs 13
        --patience 13 --seed 1 --log-every 500 --checkpoint-every 500)
 PR=0.00019230769230769231  # 1 / (13 * 20 * 20)
+# name_of ROW: the folder of ROW's run, evaluation and record (PR_INIT=authors gives the PR rows their own).
+name_of() { case $1 in *pr) [ "$PR_INIT" = authors ] && { echo "$1-authors-init"; return; } ;; esac; echo "$1"; }
 row() {
-  local r=$1 args=()
+  local r=$1 args=() name; name=$(name_of "$1")
   case $r in
     untied) args=(--output-layer lookup) ;;
     wt) args=(--output-layer tied) ;;
     pr) args=(--output-layer lookup --projection-reg "$PR" --projection-init "$PR_INIT") ;;
     wt-pr) args=(--output-layer tied --projection-reg "$PR" --projection-init "$PR_INIT") ;;
   esac
-  [ -e "$RECORDS/$r" ] && { echo "= $RECORDS/$r (kept)" >&2; return 0; }
-  train "$RUNS/$r" "$WORK/ptb" "${SMALL[@]}" "${args[@]}"
-  capture "$EVALS/$r.test.json" groc eval "$RUNS/$r" "$WORK/ptb" --split test --checkpoint last
-  keep_record "$RECORDS/$r" "$RUNS/$r" "test.json=$EVALS/$r.test.json"
+  [ -e "$RECORDS/$name" ] && { echo "= $RECORDS/$name (kept)" >&2; return 0; }
+  train "$RUNS/$name" "$WORK/ptb" "${SMALL[@]}" "${args[@]}"
+  capture "$EVALS/$name.test.json" groc eval "$RUNS/$name" "$WORK/ptb" --split test --checkpoint last
+  keep_record "$RECORDS/$name" "$RUNS/$name" "test.json=$EVALS/$name.test.json"
 }
 running=0
 for r in $ROWS; do
@@ -66,4 +69,5 @@ done
 failed=0
 while [ "$running" -gt 0 ]; do wait -n || failed=1; running=$((running - 1)); done
 [ "$failed" = 0 ] || { echo "$NAME: a row failed (above); re-run to resume it" >&2; exit 1; }
-report press-wolf --out="$OUT" --records="$RECORDS" --rows="$ROWS"
+names=(); for r in $ROWS; do names+=("$(name_of "$r")"); done
+report press-wolf --out="$OUT" --records="$RECORDS" --rows="${names[*]}"

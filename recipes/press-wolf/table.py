@@ -28,7 +28,9 @@ def press_wolf(out: Path, records: Path, rows: list[str]) -> None:
     for r in rows:
         s = summary(records / r)
         e = load(records / r / "test.json")
-        label, params, valid, test, _ = PRESS_WOLF_ROWS[r]
+        base = r.removesuffix("-authors-init")  # PR_INIT=authors: the PR rows with the reference code's P
+        label, params, valid, test, _ = PRESS_WOLF_ROWS[base]
+        label += " (authors' P init)" if base != r else ""
         t.add(model=label, params=s["parameters"], epochs=s["epochs"], train_ppl=s["final"]["train_ppl"],
               valid_ppl=s["final"]["valid_ppl"], test_ppl=e["perplexity"], minutes=s["seconds"] / 60,
               paper_params_M=params, paper_valid=valid, paper_test=test)

@@ -123,6 +123,23 @@ def test_cpu_recipes_refuse_bad_rows_and_jobs_before_any_work(tmp_path):
 
 
 @pytest.mark.slow
+def test_press_wolf_pr_rows_with_the_authors_projection_init_are_rows_of_their_own(tmp_path):
+    """PR_INIT=authors trains the PR rows into their own runs and records: the identity rows already finished
+    are not taken for them, and the table names the initialisation."""
+    assert run_recipe("press-wolf.sh", tmp_path, ROWS="pr wt-pr").returncode == 0
+    (tmp_path / "calls").unlink()
+    r = run_recipe("press-wolf.sh", tmp_path, ROWS="pr wt-pr", PR_INIT="authors", PPL_pr_authors_init="131.0")
+    assert r.returncode == 0, r.stderr
+    trains = [c for c in calls(tmp_path) if c.startswith("train ")]
+    assert [c.rsplit("/", 1)[1] for c in trains] == ["pr-authors-init", "wt-pr-authors-init"]
+    assert all("--projection-init authors -o" in c for c in trains)
+    records = tmp_path / "results" / "press-wolf" / "records"
+    assert sorted(p.name for p in records.iterdir()) == ["pr", "pr-authors-init", "wt-pr", "wt-pr-authors-init"]
+    table = (tmp_path / "results" / "press-wolf" / "press-wolf.md").read_text()
+    assert "| small + PR (authors' P init) | 2,653,200 | 13 | 40.2 | 121.5 | 131.0 |" in table
+
+
+@pytest.mark.slow
 def test_table2_cpu_trains_every_layer_with_its_table8_config_and_one_prefix(tmp_path):
     ppl = {"PPL_ptb_tied": "101.0", "PPL_ptb_adaptive": "95.0", "PPL_ptb_groc": "90.0"}
     first = run_recipe("table2-cpu.sh", tmp_path, **ppl)
