@@ -290,7 +290,6 @@ def h200_step(records: Path) -> str:
                    "small.json (2 × 200, BPTT 20): ms", "vs tied"], rows)
 
 
-
 # -- Press & Wolf's Table 6 on CPU ----------------------------------------------------------------------------------
 #: What Press & Wolf's Table 6 says of each row beside the small model's published perplexity (its rows are an
 #: image in our copy of the paper: only their direction is compared).
@@ -309,6 +308,7 @@ def press_wolf(records: Path) -> str:
                      f"{s['seconds'] / 60:,.0f}", _machine(config)])
     return _table(["row", "params", "epochs", "train ppl (last epoch)", "valid ppl (last epoch)", "test ppl",
                    "published", "minutes", "machine"], rows)
+
 
 BLOCKS = {"table2-cpu": table2_cpu, "figure3-cpu": figure3_cpu, "ranks-cpu": ranks_cpu, "converge": converge,
           "converge-bins": converge_bins, "converge-amp": converge_amp, "table2-paper": table2_paper, "gpu-window": gpu_window,

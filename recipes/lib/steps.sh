@@ -124,7 +124,7 @@ finetune() { local run=$1 dataset=$2 new=$3; shift 3; _resumable finetune "$new"
 keep_record() {
   local record=$1 run=$2 pair tmp ok=1; shift 2
   _begin "$record" kept || return 0
-  tmp=$(mktemp -d "$record.partial.XXXXXX") && chmod "$(umask_mode 777)" "$tmp"
+  tmp=$(mktemp -d "$record.partial.XXXXXX") && chmod "$(umask_mode 777)" "$tmp" || { _end; return 1; }
   cp "$run/"{summary.json,config.json,metrics.parquet} "$tmp/" || ok=0
   for pair in "$@"; do cp "${pair#*=}" "$tmp/${pair%%=*}" || ok=0; done
   if [ "$ok" = 0 ]; then

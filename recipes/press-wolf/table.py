@@ -38,7 +38,7 @@ def press_wolf(out: Path, records: Path, rows: list[str]) -> None:
              "per-token mean loss), x0.5 after every epoch from the 6th, 13 epochs, clip 5 (--clip 0.25); PR: "
              "projection_reg 1/5200, their l2_loss(P)/(6.5 B) on a loss summed over T steps.",
              "valid: the last epoch's, 20 streams; test: the last epoch's model on one stream (as the reference code).",
-             "Published: the small model's " + PRESS_WOLF_ROWS["untied"][4] + "; the WT and PR rows of Press & Wolf's "
+             "Published: the small model's valid / test, " + PRESS_WOLF_ROWS["untied"][4] + "; the WT and PR rows of Press & Wolf's "
              "Table 6 are an image in our copy of the paper, so only the direction (each below untied, WT + PR "
              "lowest) and the parameter counts of its text are compared."]
     t.write(out, notes=notes)
