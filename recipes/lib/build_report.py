@@ -291,20 +291,16 @@ def h200_step(records: Path) -> str:
 
 
 # -- Press & Wolf's Table 6 on CPU ----------------------------------------------------------------------------------
-#: What Press & Wolf's Table 6 says of each row beside the small model's published perplexity (its rows are an
-#: image in our copy of the paper: only their direction is compared).
-PRESS_WOLF_DIRECTION = {"wt": "below untied", "pr": "below untied", "wt-pr": "lowest of the four"}
-
-
 def press_wolf(records: Path) -> str:
-    published = recipe("press-wolf").PRESS_WOLF_ROWS
+    paper = recipe("press-wolf")
+    published = paper.PRESS_WOLF_ROWS
     rows = []
     for row, d in _rows(records / "press-wolf", "", published):
         s, config = _json(d / "summary.json"), _json(d / "config.json")
         label, _, _, test, _ = published[row]
         rows.append([label, f"{s['parameters'] / 1e6:.2f}M", str(s["epochs"]), _fmt(s["final"]["train_ppl"]),
                      _fmt(s["final"]["valid_ppl"]), f"**{_json(d / 'test.json')['perplexity']:.2f}**",
-                     f"Zaremba et al. {test}" if test else PRESS_WOLF_DIRECTION[row],
+                     f"Zaremba et al. {test}" if test else paper.PRESS_WOLF_DIRECTION[row],
                      f"{s['seconds'] / 60:,.0f}", _machine(config)])
     return _table(["row", "params", "epochs", "train ppl (last epoch)", "valid ppl (last epoch)", "test ppl",
                    "published", "minutes", "machine"], rows)

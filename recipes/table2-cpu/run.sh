@@ -113,12 +113,12 @@ row() {
   keep_row "$kind"
 }
 # keep_row KIND: the finished row's record, $RECORDS/ptb-KIND/ (see the top; keep_record in lib/steps.sh), and
-# Figure 3's comparisons made from the row's earlier record removed. The four evaluations by name, not a glob of
+# Figure 3's comparisons made from the row's earlier record removed (row returns before training a row that has
+# its record, so only a row that trained or was continued gets here). The four evaluations by name, not a glob of
 # ptb-KIND.*: a capture killed with its session leaves ptb-KIND.test.json.partial.XXXXXX beside them, which is no
 # part of the record.
 keep_row() {
   local kind=$1 what evals=()
-  [ -e "$RECORDS/ptb-$kind" ] && { echo "= $RECORDS/ptb-$kind (kept)" >&2; return 0; }
   for what in test.json test.parquet test-open.json train.json; do evals+=("$what=$EVALS/ptb-$kind.$what"); done
   keep_record "$RECORDS/ptb-$kind" "$RUNS/ptb-$kind" "${evals[@]}" || return 1
   case $kind in groc) rm -f "$OUT"/compare-*-groc.json ;; *) rm -f "$OUT/compare-$kind-groc.json" ;; esac
