@@ -414,3 +414,35 @@ def test_a_blank_kinds_is_refused(tmp_path, kinds):
     r = bash("select_kinds tied groc; echo trained $KINDS", tmp_path, KINDS=kinds)
     assert r.returncode == 2 and "trained" not in r.stdout
     assert r.stderr.strip().splitlines() == ["t: KINDS is blank; name models of tied groc, or leave KINDS unset for all"]
+
+
+def test_slim_records_keeps_what_reports_read_at_float32(tmp_path):
+    """recipes/lib/slim_records.py: a per-token table without a cache loses final_logp (equal to model_logp) and
+    keeps model_logp as float32 with its metadata; one with a cache keeps both columns; other tables stay."""
+    import numpy as np
+    import pyarrow as pa
+
+    logp = np.log(np.linspace(0.01, 0.9, 50))
+    meta = {b"groc": b'{"split": "test"}'}
+    plain = pa.table({"word": ["w"] * 50, "model_logp": logp, "final_logp": logp}).replace_schema_metadata(meta)
+    cached = pa.table({"word": ["w"] * 50, "model_logp": logp, "final_logp": logp + 0.1})
+    (tmp_path / "r").mkdir()
+    pq.write_table(plain, tmp_path / "r" / "test.parquet")
+    pq.write_table(cached, tmp_path / "r" / "cache.parquet")
+    pq.write_table(pa.table({"epoch": [1, 2]}), tmp_path / "r" / "metrics.parquet")
+    script = [sys.executable, str(REPO / "recipes" / "lib" / "slim_records.py")]
+    r = subprocess.run([*script, str(tmp_path / "r")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("slimmed") == 2
+    slim = pq.read_table(tmp_path / "r" / "test.parquet")
+    assert slim.column_names == ["word", "model_logp"] and slim.schema.field("model_logp").type == pa.float32()
+    assert slim.schema.metadata == meta
+    np.testing.assert_allclose(slim["model_logp"].to_numpy(), logp, rtol=1e-7)
+    kept = pq.read_table(tmp_path / "r" / "cache.parquet")
+    assert kept.column_names == ["word", "model_logp", "final_logp"]
+    assert kept.schema.field("final_logp").type == pa.float32()
+    assert pq.read_table(tmp_path / "r" / "metrics.parquet")["epoch"].to_pylist() == [1, 2]
+    again = subprocess.run([*script, str(tmp_path / "r")], capture_output=True, text=True)
+    assert again.returncode == 0 and again.stdout == ""  # already slim: nothing rewritten
+    missing = subprocess.run([*script, str(tmp_path / "nope")], capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
