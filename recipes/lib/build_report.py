@@ -267,6 +267,21 @@ def amp_cpu(records: Path) -> str:
                    "bfloat16 step against float32's", "threads"], rows)
 
 
+def table10_cpu(records: Path) -> str:
+    """Every output layer's step against tied's at the paper's size, one column per thread count (one run each)."""
+    runs = [_json(path) for path in sorted((records / "benchmarks").glob("table10-cpu-*.json"))]
+    if not runs:
+        return "No record yet (`docs/records/benchmarks/table10-cpu-*.json`).\n"
+    runs.sort(key=lambda b: b["settings"]["threads"])
+    names = list(dict.fromkeys(name for b in runs for name in b["results"]))
+    params = {name: r["parameters"] for b in runs[::-1] for name, r in b["results"].items()}
+    rows = [[name, f"{params[name] / 1e6:.2f}M",
+             *[_fmt(b["results"][name]["step_time_vs_tied"], ".2f") + "×" if name in b["results"] else "–" for b in runs]]
+            for name in names]
+    threads = [b["settings"]["threads"] for b in runs]
+    return _table(["kind", "params", *[f"step against tied, {t} thread{'' if t == 1 else 's'}" for t in threads]], rows)
+
+
 def table1(records: Path) -> str:
     rows = [[r["dataset"], f"{r['vocab']:,}", f"{r['train_tokens']:,}", _fmt(r["relations_cov"], ".1f"),
              _fmt(r["definitions_cov"], ".1f"), _fmt(r["paper_relations_cov"], ".0f"), _fmt(r["paper_definitions_cov"], ".0f")]
@@ -309,7 +324,7 @@ def press_wolf(records: Path) -> str:
 BLOCKS = {"table2-cpu": table2_cpu, "figure3-cpu": figure3_cpu, "ranks-cpu": ranks_cpu, "converge": converge,
           "converge-bins": converge_bins, "converge-amp": converge_amp, "table2-paper": table2_paper, "gpu-window": gpu_window,
           "encoder-cpu": encoder_cpu, "amp-cpu": amp_cpu, "h200-step": h200_step, "table1": table1,
-          "press-wolf": press_wolf}
+          "press-wolf": press_wolf, "table10-cpu": table10_cpu}
 
 
 # -- figures ------------------------------------------------------------------------------------------------------
