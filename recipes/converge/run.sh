@@ -12,7 +12,7 @@
 # Models (MODELS, default all three):
 #   tied          Press & Wolf's tied embeddings
 #   groc          GroC, char-CNN initialised as the authors' code does (char_init=authors)
-#   groc-uniform  GroC initialised as the paper's B.1 says (every weight in +-0.05), groc's default
+#   groc-uniform  GroC initialised as the paper's B.1 says (every weight in +-0.05; groc's default is the authors')
 # One-variable A/Bs of the fidelity audit (docs/reproduction.md), not run by default:
 #   tied-awd      tied with the authors' (awd-lstm-lm) prefix dropouts: 0.4 on the input embeddings,
 #                 0.25 between LSTM layers, 0.4 on the last layer's output (instead of 0.3 after each)

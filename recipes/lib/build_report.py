@@ -41,9 +41,13 @@ CPU_ROWS = ("tied", "tied-hidden", "lookup", "adaptive", "bilinear", "deep-resid
 CPU_LABELS = {"tied-hidden": "tied, no input dropout (A/B)", "groc-hidden": "groc, no input dropout (A/B)",
               "groc-free-bias": "groc, free per-word bias (A/B)"}
 TABLE_MODELS = ("tied", "lookup", "adaptive", "bilinear", "deep-residual", "convolutional")
-CONVERGE_LABELS = {"tied": "tied", "groc": "GroC (256-filter encoder, composed bias)",
+CONVERGE_LABELS = {"tied": "tied", "tied-awd": "tied, the authors' prefix dropouts (A/B)",
+                   "groc": "GroC (256-filter encoder, composed bias)",
+                   "groc-uniform": "GroC, B.1's uniform init (A/B)", "groc-add": "GroC, forms added (A/B)",
+                   "groc-sparse": "GroC, sparse updates, p = 0.3 (A/B)",
                    "groc-free-bias": "GroC, free per-word bias", "groc-paper-encoder": "GroC, paper-size encoder",
                    "groc-paper-encoder-free-bias": "GroC, paper-size encoder and free bias"}
+#: The bias and encoder comparison (issue 89): the models of the frequency bins and the validation figure.
 CONVERGE_SHORT = {"groc": "GroC", "groc-free-bias": "free bias", "groc-paper-encoder": "paper-size encoder",
                   "groc-paper-encoder-free-bias": "paper-size encoder, free bias"}
 AMP_LABELS = {"groc": "GroC, float32", "groc-amp": "GroC, bfloat16 autocast (`--amp`)"}
@@ -200,12 +204,11 @@ def converge_bins(records: Path) -> str:
         return "No tied record yet (`docs/records/converge/tied/`).\n"
     words, freq, tied = _per_token(base / "tied" / "emma-closed.parquet")
     models = {}
-    for model, d in _rows(base, "", CONVERGE_LABELS):
-        if model != "tied":
-            other, _, logp = _per_token(d / "emma-closed.parquet")
-            if not np.array_equal(other, words):
-                raise SystemExit(f"build_report: {d}/emma-closed.parquet scores other tokens than tied's")
-            models[model] = logp
+    for model, d in _rows(base, "", CONVERGE_SHORT):
+        other, _, logp = _per_token(d / "emma-closed.parquet")
+        if not np.array_equal(other, words):
+            raise SystemExit(f"build_report: {d}/emma-closed.parquet scores other tokens than tied's")
+        models[model] = logp
     rows = [[label, f"{int(mask.sum()):,}", _fmt(float(np.exp(-tied[mask].mean())), ",.1f"),
              *[_fmt(float(np.median(tied[mask] - logp[mask])), "+.3f") for logp in models.values()]]
             for label, mask in _bins(freq) if mask.any()]
@@ -395,7 +398,7 @@ def fig_figure3_cpu(records: Path):
 
 
 def fig_converge_valid(records: Path):
-    runs = [(CONVERGE_LABELS[m], d) for m, d in _rows(records / "converge", "", CONVERGE_LABELS)]
+    runs = [(CONVERGE_LABELS[m], d) for m, d in _rows(records / "converge", "", ("tied", *CONVERGE_SHORT))]
     if not runs:
         return None
     return _curves(runs, "Converged on Emma (CPU): validation perplexity by epoch")
