@@ -60,3 +60,16 @@ def has_bf16() -> bool | None:
     than float32 ones); None where its flags are unknown (no /proc/cpuinfo: macOS, Windows)."""
     flags = cpuinfo().flags
     return bool(BF16_FLAGS & flags) if flags else None
+
+
+_BF16_LSTM: bool | None = None
+
+
+def bf16_lstm() -> bool:
+    """Whether torch's CPU LSTM runs under bfloat16 autocast here: oneDNN's bfloat16 LSTM needs AVX-512 kernels
+    (with AVX2 alone it fails to build its primitive), so elsewhere the LSTM runs in float32 under autocast
+    (the `amp` setting)."""
+    global _BF16_LSTM
+    if _BF16_LSTM is None:
+        _BF16_LSTM = str(torch_capability() or "").startswith("AVX512")
+    return _BF16_LSTM

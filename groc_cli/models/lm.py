@@ -21,6 +21,7 @@ from .common import Composed, LockedDropout, OutputLayer, uniform_
 from .config import ModelConfig
 from .lexicon import Lexicon
 from .registry import output_layer_class
+from ..cpu import bf16_lstm
 from ..errors import SettingError, out_of_memory
 
 State = list[tuple[torch.Tensor, torch.Tensor]]
@@ -110,8 +111,13 @@ class LanguageModel(nn.Module):
         x = self.input_dropout(self.output_layer.embed(ids, composed))
         new_state = []
         last = len(self.rnns) - 1
+        float32_rnn = x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and not bf16_lstm()
         for i, rnn in enumerate(self.rnns):
-            x, s = rnn(x, state[i])
+            if float32_rnn:  # autocast on a CPU whose oneDNN has no bfloat16 LSTM: the LSTM alone in float32
+                with torch.autocast("cpu", enabled=False):
+                    x, s = rnn(x.float(), state[i])
+            else:
+                x, s = rnn(x, state[i])
             new_state.append(s)
             if i == last:
                 self.last_raw = x if self.training else None
