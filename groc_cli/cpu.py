@@ -62,14 +62,9 @@ def has_bf16() -> bool | None:
     return bool(BF16_FLAGS & flags) if flags else None
 
 
-_BF16_LSTM: bool | None = None
-
-
+@functools.lru_cache(maxsize=1)
 def bf16_lstm() -> bool:
     """Whether torch's CPU LSTM runs under bfloat16 autocast here: oneDNN's bfloat16 LSTM needs AVX-512 kernels
     (with AVX2 alone it fails to build its primitive), so elsewhere the LSTM runs in float32 under autocast
     (the `amp` setting)."""
-    global _BF16_LSTM
-    if _BF16_LSTM is None:
-        _BF16_LSTM = str(torch_capability() or "").startswith("AVX512")
-    return _BF16_LSTM
+    return str(torch_capability() or "").startswith("AVX512")
