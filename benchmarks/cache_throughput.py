@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
@@ -32,6 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import faiss  # noqa: E402
 
 from groc_cli.caches import make_cache  # noqa: E402
+from groc_cli.environment import environment  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -116,15 +116,7 @@ def main() -> None:
     result = {
         "benchmark": "cache_throughput",
         "args": vars(args),
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
-            "faiss_threads": faiss.omp_get_max_threads(),
-            "faiss_gpus": faiss.get_num_gpus(),
-            "torch": torch.__version__,
-            "faiss": faiss.__version__,
-            "python": platform.python_version(),
-        },
+        "machine": {**environment(), "faiss_threads": faiss.omp_get_max_threads(), "faiss_gpus": faiss.get_num_gpus()},
         "caches": {},
     }
     dims = {"unigram": args.local_dim, "local": args.local_dim, "unbounded": args.unbounded_dim}

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from groc_cli.environment import environment  # noqa: E402
 from groc_cli.evaluation.perplexity import EvalSettings, evaluate  # noqa: E402
 
 DATA = Path(os.environ.get("GROC_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -124,9 +124,9 @@ def main() -> None:
                 "run": str(args.run) if args.run else f"one-step {args.output} model, emb {args.emb}, hidden {args.hidden}",
                 "dataset": str(args.dataset) if args.dataset else "PTB", "split": args.split, "cache_size": args.cache_size,
                 "theta": args.theta, "index": args.index, "nprobe": args.nprobe, "knn": args.knn, "chunk": args.chunk,
-                "repeats": args.repeats, "device": args.device, "threads": torch.get_num_threads(), "torch": torch.__version__,
-                "machine": platform.processor() or platform.machine(),
+                "repeats": args.repeats, "device": args.device, "threads": torch.get_num_threads(),
             },
+            "environment": environment(args.device),
             "index_training": {**index_training, "run_seconds_including_training": round(index_run_seconds, 3)},
             "results": results,
         }, indent=1))

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -46,16 +44,7 @@ import faiss  # noqa: E402
 from cache_throughput import log, synthetic_stream  # noqa: E402
 from groc_cli.caches import interpolate, make_cache  # noqa: E402
 from groc_cli.caches.knn_torch import TorchExactSearch  # noqa: E402
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from groc_cli.environment import environment  # noqa: E402
 
 
 def sync(device: torch.device) -> None:
@@ -145,10 +134,7 @@ def main() -> None:
     result = {
         "benchmark": "knn_search",
         "args": vars(args),
-        "machine": {"cpu": cpu_model(), "cpu_count": os.cpu_count(), "threads": args.threads, "device": str(device),
-                    "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-                    "faiss_gpus": faiss.get_num_gpus(), "torch": torch.__version__, "faiss": faiss.__version__,
-                    "numpy": np.__version__, "python": platform.python_version()},
+        "machine": {**environment(str(device)), "faiss_gpus": faiss.get_num_gpus()},
         "search": [], "stream": None,
     }
     largest = max(args.sizes)

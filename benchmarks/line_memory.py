@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -24,6 +23,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from groc_cli.cpu import cpuinfo  # noqa: E402
+
 BOOK = REPO / "groc_cli" / "data" / "austen-persuasion.txt"
 TINY = ["--emb", "16", "--hidden", "24", "--batch-size", "4", "--bptt", "12", "--seed", "3"]
 
@@ -45,15 +47,6 @@ def window(cache: str, size: int | None) -> list:
     return ["--cache-size", size] if size is not None and cache in ("local", "unigram") else []
 
 
-def cpu_model() -> str:
-    """lscpu's "Model name" (from /proc/cpuinfo), else what platform knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chars", type=int, default=5_000_000)
@@ -71,7 +64,7 @@ def main() -> None:
         seen = " ".join(words)
         line = " ".join([seen] * (args.chars // len(seen) + 1))[: args.chars].rsplit(" ", 1)[0]
         (work / "line.txt").write_text(line + "\n", encoding="utf-8")
-        result = {"machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        result = {"machine": f"{cpuinfo().model}, {os.cpu_count()} cores",
                   "imports_rss_mb": groc(["--version"], work)["peak_rss_mb"],
                   "score_line": {"chars": len(line), "tokens": len(line.split()) + 1,
                                  **groc(["score", work / "tied", work / "line.txt"], work)}}

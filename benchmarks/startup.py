@@ -5,7 +5,9 @@
 
 Each command runs --repeat times in a fresh interpreter (`python -m groc_cli ...`, with
 PYTHONPATH at the tree); the median wall time is reported, and with --before the ratio
-before/after, measured alternately so that outside load hits both alike. Prints ONE JSON object.
+before/after, measured alternately so that outside load hits both alike. Each command's time is also given
+against a bare `python -c "import torch"` measured the same way (`vs_import_torch`): what a command that
+imported torch would cost at least. Prints ONE JSON object.
 """
 
 from __future__ import annotations
@@ -51,18 +53,25 @@ def main() -> None:
     trees = {"after": REPO, **({"before": args.before.resolve()} if args.before else {})}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        torch_times = []
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "import torch"], cwd=tmp, check=True)
+            torch_times.append(time.perf_counter() - started)
+        import_torch = statistics.median(torch_times)
         for name, argv in commands(Path(tmp)).items():
             times: dict[str, list[float]] = {t: [] for t in trees}
             for _ in range(args.repeat):
                 for tree_name, tree in trees.items():
                     times[tree_name].append(once(tree, argv, Path(tmp)))
             row = {"command": name, **{f"{t}_seconds": round(statistics.median(v), 3) for t, v in times.items()}}
+            row["vs_import_torch"] = round(row["after_seconds"] / import_torch, 3)
             if args.before:
                 row["before_over_after"] = round(row["before_seconds"] / row["after_seconds"], 2)
             print(json.dumps(row), file=sys.stderr, flush=True)
             rows.append(row)
     print(json.dumps({"benchmark": "startup", "repeat": args.repeat, "python": sys.version.split()[0],
-                      "loadavg": os.getloadavg(), "rows": rows}, indent=1))
+                      "loadavg": os.getloadavg(), "import_torch_seconds": round(import_torch, 3), "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

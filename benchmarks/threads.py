@@ -1,6 +1,6 @@
 """CPU threads: training speed with --threads 1, 2 and auto on a quiet and on a shared machine.
 
-    python benchmarks/threads.py                 # ~12 min on 2 cores; prints ONE JSON object
+    python benchmarks/threads.py                 # ~30 min on 2 cores; prints ONE JSON object
     python benchmarks/threads.py --kinds tied --tokens 20000 --scenarios side-by-side
 
 For each scenario, each kind (tied, groc) and each --threads value it runs `groc train` on the
@@ -9,7 +9,9 @@ for --tokens tokens and reads the tokens/s that `--json` reports. Scenarios:
   idle        nothing else runs;
   busy        one other process spins on one core for the whole measurement (a shared machine);
   side-by-side  two `groc train` with the same --threads at once (the tokens/s of each).
-`chose` gives, per run, the thread count it started with and each count `--threads auto` moved to
+Each setting is measured --repeats times, the settings of a scenario taking turns: `runs` holds every
+measurement, `tokens_per_s` each copy's median and `vs_one_thread` the slower copy's median against one
+thread's in the same scenario and kind. `chose` gives, per run, the thread count it started with and each count `--threads auto` moved to
 as other runs came and went (from the run's own log lines).
 Run it on a machine with nothing else running: the scenarios add their own load.
 """
@@ -21,6 +23,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +32,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "groc_cli" / "data" / "austen-emma.txt"
+sys.path.insert(0, str(REPO))
+from groc_cli.cpu import cpuinfo  # noqa: E402
 SIZE = ["--emb", "64", "--hidden", "128", "--dropout", "0.2", "--seed", "1"]
 
 
@@ -81,6 +86,7 @@ def main() -> None:
     ap.add_argument("--tokens", default="tied=150000,groc=30000",
                     help="training tokens per measurement, per kind (10-20 s each at one thread on 2 cores)")
     ap.add_argument("--scenarios", default="idle,busy,side-by-side")
+    ap.add_argument("--repeats", type=int, default=3, help="measurements of each setting, taking turns; the median is kept")
     args = ap.parse_args()
     budgets = token_budgets(args.tokens)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -95,19 +101,26 @@ def main() -> None:
                 hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 time.sleep(1.0)
             try:
-                for kind in args.kinds.split(","):
-                    for threads in args.threads.split(","):
-                        copies = 2 if scenario == "side-by-side" else 1
-                        procs = []
-                        for _ in range(copies):
-                            n += 1
-                            procs.append(groc(*train_args(work, data, lexicon, kind, threads, budgets.get(kind, budgets.get("*")), f"r{n}"), env=env))
-                        results = [finish(p) for p in procs]
-                        speeds = [round(r["final"]["tokens_per_s"]) for r, _ in results]
-                        row = {"scenario": scenario, "kind": kind, "threads": threads,
-                               "chose": [chosen_threads(err) for _, err in results], "tokens_per_s": speeds}
-                        log(json.dumps(row))
-                        rows.append(row)
+                cells: dict[tuple[str, str], dict] = {}
+                # Round-robin repeats, so that a slow spell of the machine hits every setting alike.
+                for _ in range(args.repeats):
+                    for kind in args.kinds.split(","):
+                        for threads in args.threads.split(","):
+                            copies = 2 if scenario == "side-by-side" else 1
+                            procs = []
+                            for _ in range(copies):
+                                n += 1
+                                budget = budgets.get(kind, budgets.get("*"))
+                                procs.append(groc(*train_args(work, data, lexicon, kind, threads, budget, f"r{n}"), env=env))
+                            results = [finish(p) for p in procs]
+                            row = cells.setdefault((kind, threads), {"scenario": scenario, "kind": kind, "threads": threads,
+                                                                     "chose": [], "runs": []})
+                            row["chose"] += [chosen_threads(err) for _, err in results]
+                            row["runs"].append([round(r["final"]["tokens_per_s"]) for r, _ in results])
+                            log(json.dumps(row))
+                for row in cells.values():  # per copy, the median over the repeats
+                    row["tokens_per_s"] = [round(statistics.median(speeds)) for speeds in zip(*row["runs"])]
+                    rows.append(row)
             finally:
                 if hog is not None:
                     hog.kill()
@@ -116,8 +129,9 @@ def main() -> None:
         base = next(r for r in rows if (r["scenario"], r["kind"], r["threads"]) == (row["scenario"], row["kind"], "1"))
         row["vs_one_thread"] = round(min(row["tokens_per_s"]) / min(base["tokens_per_s"]), 2)
     print(json.dumps({"benchmark": "threads", "cpus": len(os.sched_getaffinity(0)),
-                      "machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-                      "tokens": budgets, "size": " ".join(SIZE), "rows": rows}, indent=1))
+                      "machine": cpuinfo().model,
+                      "cpu_flags": sorted(cpuinfo().flags & {"avx2", "avx512f", "amx_tile"}), "python": platform.python_version(),
+                      "tokens": budgets, "repeats": args.repeats, "size": " ".join(SIZE), "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
