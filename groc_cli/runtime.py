@@ -86,7 +86,7 @@ def default_threads(cpus: int | None = None, busy: int | None = None, env: dict 
     """``threads`` auto: OMP_NUM_THREADS if the user set it; otherwise this process's share of the
     cores (cpus // LOCAL_WORLD_SIZE under torchrun) less the cores other work keeps busy, at
     least 1. One thread per process is what a shared machine needs: OpenMP threads that outnumber
-    the free cores wait on each other (2x slower steps beside one busy process, 9x for two GroC
+    the free cores wait on each other (about 2x slower steps beside one busy process, 3x for two
     runs of 2 threads each on 2 cores; docs/benchmarks.md)."""
     env = os.environ if env is None else env
     given = env.get("OMP_NUM_THREADS", "").strip()

@@ -74,11 +74,15 @@ def _machine(config: dict) -> str:
     env = config.get("environment", {})
     if env.get("gpu"):
         return str(env["gpu"])
-    flags = env.get("cpu_flags") or []
-    vec = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "x86-64"
-    vec += ", AMX" if "amx_tile" in flags else ""
     threads = env.get("threads", "?")
-    return f"{env.get('cpu', 'CPU')} ({vec}), {threads} thread{'' if threads == 1 else 's'}"
+    return f"{env.get('cpu', 'CPU')} ({_vector(env.get('cpu_flags'))}), {threads} thread{'' if threads == 1 else 's'}"
+
+
+def _vector(flags) -> str:
+    """The widest vector extensions among a record's CPU flags: 'AVX-512, AMX', 'AVX2', ..."""
+    flags = flags or []
+    vec = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "x86-64"
+    return vec + (", AMX" if "amx_tile" in flags else "")
 
 
 def _rows(records: Path, prefix: str, order) -> list[tuple[str, Path]]:
@@ -285,6 +289,93 @@ def table10_cpu(records: Path) -> str:
     return _table(["kind", "params", *[f"step against tied, {t} thread{'' if t == 1 else 's'}" for t in threads]], rows)
 
 
+def eval_cpu(records: Path) -> str:
+    """`groc eval`'s time with each cache against the static model's, one column per thread count (Table 4)."""
+    runs = sorted((_json(path) for path in (records / "benchmarks").glob("eval-cpu-*.json")),
+                  key=lambda b: b["settings"]["threads"])
+    if not runs:
+        return "No record yet (`docs/records/benchmarks/eval-cpu-*.json`).\n"
+    names = list(runs[0]["results"])
+    rows = [[name, *[_fmt(b["results"][name]["time_vs_static"], ".2f") + "×" for b in runs]] for name in names]
+    header = ["cache", *[f"time against static, {_machine(b)}" for b in runs]]
+    return _table(header, rows)
+
+def cache_cpu(records: Path) -> str:
+    """Each cache alone on synthetic states against a softmax over 50,000 words: the bound on eval's slowdown."""
+    path = records / "benchmarks" / "cache-cpu.json"
+    if not path.is_file():
+        return "No record yet (`docs/records/benchmarks/cache-cpu.json`).\n"
+    b = _json(path)
+    a = b["args"]
+    what = {"unigram": "unigram", "local": f"local, window {a['cache_size']:,}, {len(a['thetas'])} values of θ at once",
+            "unbounded": f"unbounded, {a['index']}, nprobe {a['nprobe']}, k {a['knn']:,}"}
+    rows = [[what.get(kind, kind), str(c["dim"]), _fmt(c["max_eval_slowdown"], ".2f") + "×",
+             _fmt(100 * c["fraction_target_in_cache"], ".1f") + "%"] for kind, c in b["caches"].items()]
+    return _table([f"cache ({_machine({'environment': b['machine']})})", "state size",
+                   f"eval's time against static, at most (softmax over {a['softmax_vocab']:,} words)",
+                   "targets in the cache"], rows)
+
+def knn_cpu(records: Path) -> str:
+    """Exact nearest neighbours in torch against FAISS's Flat, one row per datastore size, and the cache on a stream."""
+    path = records / "benchmarks" / "knn-cpu.json"
+    if not path.is_file():
+        return "No record yet (`docs/records/benchmarks/knn-cpu.json`).\n"
+    b = _json(path)
+    machine = _machine({"environment": b["machine"]})
+    rows = [[f"search, {r['states']:,} states", _fmt(r["torch_vs_faiss"], ".2f") + "×",
+             _fmt(100 * r["same_neighbour_sets"], ".3f") + "%",
+             f"{r['max_relative_distance_difference']:.1e} of the largest distance"]
+            for r in b["search"]]
+    if b.get("stream"):
+        s = b["stream"]
+        rows.append([f"unbounded cache (Flat), {s['positions']:,} positions", _fmt(s["torch_vs_faiss"], ".2f") + "×",
+                     f"{s['positions_differing']} positions differ", f"{s['max_logp_difference']:.2f} in log-probability"])
+    return _table([f"k = {b['args']['knn']:,}, d = {b['args']['dim']}, {machine}", "torch's time against FAISS's",
+                   "FAISS's neighbours torch finds", "largest difference"], rows)
+
+def threads_cpu(records: Path) -> str:
+    """`groc train`'s speed with each thread setting against one thread, per scenario and kind (benchmarks/threads.py)."""
+    path = records / "benchmarks" / "threads-cpu.json"
+    if not path.is_file():
+        return "No record yet (`docs/records/benchmarks/threads-cpu.json`).\n"
+    b = _json(path)
+    settings = list(dict.fromkeys(r["threads"] for r in b["rows"]))
+    cells = {(r["scenario"], r["kind"], r["threads"]): r for r in b["rows"]}
+    rows = []
+    for scenario, kind in dict.fromkeys((r["scenario"], r["kind"]) for r in b["rows"]):
+        row = [scenario, kind]
+        for t in settings:
+            r = cells.get((scenario, kind, t))
+            chose = ""
+            if r and t == "auto":
+                chose = " (chose " + " or ".join(sorted({"→".join(map(str, c)) for c in r["chose"]})) + ")"
+            row.append(_fmt(r["vs_one_thread"], ".2f") + "×" + chose if r else "–")
+        rows.append(row)
+    return _table([f"scenario ({b['machine']} ({_vector(b.get('cpu_flags'))}), {b['cpus']} cores)", "kind",
+                   *[f"--threads {t}: speed against 1" for t in settings]], rows)
+
+def tools_cpu(records: Path) -> str:
+    """Tokenization's processes, preparation's peak memory and start-up, one row a record that exists."""
+    d = records / "benchmarks"
+    rows = []
+    if (d / "tokenize-cpu.json").is_file():
+        b = _json(d / "tokenize-cpu.json")
+        same = "byte-identical output" if b["identical_output"] else "**different output**"
+        rows.append([f"`groc tokenize -j 2` against `-j 1`, {b['whitespace_tokens'] / 1e6:.1f}M tokens of "
+                     f"{Path(b['source']).name}", f"{b['speedup']:.2f}× faster, {same}", "`tokenize-cpu.json`"])
+    if (d / "prepare-cpu.json").is_file():
+        b = _json(d / "prepare-cpu.json")
+        peaks = "; ".join(f"{r['tokens'] / 1e6:,.1f}M tokens: {r['peak_rss_mb']:,.1f} MB" for r in b["runs"])
+        rows.append(["`groc prepare`, peak resident memory", f"{peaks} (imports alone: {b['imports_rss_mb']:,.1f} MB)",
+                     "`prepare-cpu.json`"])
+    if (d / "startup-cpu.json").is_file():
+        b = _json(d / "startup-cpu.json")
+        times = "; ".join(f"`{r['command']}` {r['vs_import_torch']:.2f}×" for r in b["rows"])
+        rows.append(["start-up against `python -c \"import torch\"`", times, "`startup-cpu.json`"])
+    if not rows:
+        return "No record yet (`docs/records/benchmarks/{tokenize,prepare,startup}-cpu.json`).\n"
+    return _table(["what", "figure", "record (`docs/records/benchmarks/`)"], rows)
+
 def table1(records: Path) -> str:
     rows = [[r["dataset"], f"{r['vocab']:,}", f"{r['train_tokens']:,}", _fmt(r["relations_cov"], ".1f"),
              _fmt(r["definitions_cov"], ".1f"), _fmt(r["paper_relations_cov"], ".0f"), _fmt(r["paper_definitions_cov"], ".0f")]
@@ -327,7 +418,8 @@ def press_wolf(records: Path) -> str:
 BLOCKS = {"table2-cpu": table2_cpu, "figure3-cpu": figure3_cpu, "ranks-cpu": ranks_cpu, "converge": converge,
           "converge-bins": converge_bins, "converge-amp": converge_amp, "table2-paper": table2_paper, "gpu-window": gpu_window,
           "encoder-cpu": encoder_cpu, "amp-cpu": amp_cpu, "h200-step": h200_step, "table1": table1,
-          "press-wolf": press_wolf, "table10-cpu": table10_cpu}
+          "press-wolf": press_wolf, "table10-cpu": table10_cpu, "eval-cpu": eval_cpu, "cache-cpu": cache_cpu,
+          "knn-cpu": knn_cpu, "threads-cpu": threads_cpu, "tools-cpu": tools_cpu}
 
 
 # -- figures ------------------------------------------------------------------------------------------------------
