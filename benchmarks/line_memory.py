@@ -2,6 +2,7 @@
 split (issue 30: memory bounded by settings, not by the length of a line); prints JSON.
 
     python benchmarks/line_memory.py [--chars 5000000] [--eval-tokens 10000000] [--eval-caches none,local] [--tmp DIR]
+    python benchmarks/line_memory.py --eval-tokens 1000000    # minutes; the defaults took over 25 on a 2-core AMD EPYC
 
 A tiny tied run (emb 16, hidden 24) is trained on the embedded Persuasion sample; the line and the
 split repeat that sample's words (no new words), so what grows is only the length. Each figure is
