@@ -36,12 +36,13 @@ def commands(scratch: Path) -> dict[str, list[str]]:
     }
 
 
-def once(tree: Path, args: list[str], cwd: Path) -> float:
+def once(argv: list[str], cwd: Path, tree: Path | None = None) -> float:
+    """Seconds of `python ARGV` in a fresh interpreter, with PYTHONPATH at `tree` where one is given."""
     # -m puts the working directory first on sys.path: run from a scratch directory, not a checkout.
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, "PYTHONPATH": str(tree)} if tree else None
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "groc_cli", *args], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, check=True)
+    subprocess.run([sys.executable, *argv], env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=True)
     return time.perf_counter() - started
 
 
@@ -53,17 +54,12 @@ def main() -> None:
     trees = {"after": REPO, **({"before": args.before.resolve()} if args.before else {})}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        torch_times = []
-        for _ in range(args.repeat):
-            started = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "import torch"], cwd=tmp, check=True)
-            torch_times.append(time.perf_counter() - started)
-        import_torch = statistics.median(torch_times)
+        import_torch = statistics.median(once(["-c", "import torch"], Path(tmp)) for _ in range(args.repeat))
         for name, argv in commands(Path(tmp)).items():
             times: dict[str, list[float]] = {t: [] for t in trees}
             for _ in range(args.repeat):
                 for tree_name, tree in trees.items():
-                    times[tree_name].append(once(tree, argv, Path(tmp)))
+                    times[tree_name].append(once(["-m", "groc_cli", *argv], Path(tmp), tree))
             row = {"command": name, **{f"{t}_seconds": round(statistics.median(v), 3) for t, v in times.items()}}
             row["vs_import_torch"] = round(row["after_seconds"] / import_torch, 3)
             if args.before:

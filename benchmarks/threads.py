@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "groc_cli" / "data" / "austen-emma.txt"
 sys.path.insert(0, str(REPO))
 from groc_cli.cpu import cpuinfo  # noqa: E402
+from groc_cli.environment import cpu_flags  # noqa: E402
 SIZE = ["--emb", "64", "--hidden", "128", "--dropout", "0.2", "--seed", "1"]
 
 
@@ -103,14 +104,14 @@ def main() -> None:
             try:
                 cells: dict[tuple[str, str], dict] = {}
                 # Round-robin repeats, so that a slow spell of the machine hits every setting alike.
+                copies = 2 if scenario == "side-by-side" else 1
                 for _ in range(args.repeats):
                     for kind in args.kinds.split(","):
+                        budget = budgets.get(kind, budgets.get("*"))
                         for threads in args.threads.split(","):
-                            copies = 2 if scenario == "side-by-side" else 1
                             procs = []
                             for _ in range(copies):
                                 n += 1
-                                budget = budgets.get(kind, budgets.get("*"))
                                 procs.append(groc(*train_args(work, data, lexicon, kind, threads, budget, f"r{n}"), env=env))
                             results = [finish(p) for p in procs]
                             row = cells.setdefault((kind, threads), {"scenario": scenario, "kind": kind, "threads": threads,
@@ -130,7 +131,7 @@ def main() -> None:
         row["vs_one_thread"] = round(min(row["tokens_per_s"]) / min(base["tokens_per_s"]), 2)
     print(json.dumps({"benchmark": "threads", "cpus": len(os.sched_getaffinity(0)),
                       "machine": cpuinfo().model,
-                      "cpu_flags": sorted(cpuinfo().flags & {"avx2", "avx512f", "amx_tile"}), "python": platform.python_version(),
+                      "cpu_flags": cpu_flags(), "python": platform.python_version(),
                       "tokens": budgets, "repeats": args.repeats, "size": " ".join(SIZE), "rows": rows}, indent=1))
 
 

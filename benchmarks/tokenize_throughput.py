@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("GROC_SHARED_DATA", REPO.parent / "shared" / "data"))
 sys.path.insert(0, str(REPO))
 from groc_cli.cpu import cpuinfo  # noqa: E402
+from groc_cli.environment import cpu_flags  # noqa: E402
 
 
 def main() -> None:
@@ -48,7 +49,7 @@ def main() -> None:
         same = (Path(tmp) / "out1.txt").read_bytes() == (Path(tmp) / f"out{args.jobs}.txt").read_bytes()
     print(json.dumps({
         "benchmark": "tokenize", "source": str(args.source), "whitespace_tokens": count, "lines": len(lines),
-        "cpu": cpuinfo().model, "cpu_flags": sorted(cpuinfo().flags & {"avx2", "avx512f", "amx_tile"}),
+        "cpu": cpuinfo().model, "cpu_flags": cpu_flags(),
         "cpus": os.cpu_count(), "seconds": {f"j{j}": round(s, 2) for j, s in results.items()},
         "tokens_per_second": {f"j{j}": round(count / s) for j, s in results.items()},
         "speedup": round(results[1] / results[args.jobs], 2), "identical_output": same,

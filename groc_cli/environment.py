@@ -83,6 +83,12 @@ def wordnet_version(lexicon: Path | str | None) -> str | None:
         return None
 
 
+def cpu_flags() -> list[str]:
+    """This CPU's VECTOR_FLAGS, in their order (no torch: benchmarks that only time child processes read it too)."""
+    flags = cpuinfo().flags
+    return [f for f in VECTOR_FLAGS if f in flags]
+
+
 def environment(device: str = "cpu", lexicon: Path | str | None = None, threads: int | None = None) -> dict:
     """The record (FIELDS, in that order): versions, CPU model and vector extensions, the kernels torch
     uses, the library of the output layer's matrix products on CPU (``models/kernels.py``; None on a
@@ -103,7 +109,7 @@ def environment(device: str = "cpu", lexicon: Path | str | None = None, threads:
         "pyarrow": _version("pyarrow"),
         "platform": platform.platform(),
         "cpu": info.model,
-        "cpu_flags": [f for f in VECTOR_FLAGS if f in info.flags],
+        "cpu_flags": cpu_flags(),
         "torch_cpu_capability": capability,
         "cpu_matmul": None if str(device).startswith("cuda") else choice(),
         "cpu_count": os.cpu_count(),

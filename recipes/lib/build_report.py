@@ -58,6 +58,16 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _benchmark(records: Path, name: str) -> dict | None:
+    """docs/records/benchmarks/NAME, None where there is no such record."""
+    path = records / "benchmarks" / name
+    return _json(path) if path.is_file() else None
+
+
+def _no_record(name: str) -> str:
+    return f"No record yet (`docs/records/benchmarks/{name}`).\n"
+
+
 def _fmt(value, spec: str = ".2f") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -278,7 +288,7 @@ def table10_cpu(records: Path) -> str:
     """Every output layer's step against tied's at the paper's size, one column per thread count (one run each)."""
     runs = [_json(path) for path in sorted((records / "benchmarks").glob("table10-cpu-*.json"))]
     if not runs:
-        return "No record yet (`docs/records/benchmarks/table10-cpu-*.json`).\n"
+        return _no_record("table10-cpu-*.json")
     runs.sort(key=lambda b: b["settings"]["threads"])
     names = list(dict.fromkeys(name for b in runs for name in b["results"]))
     params = {name: r["parameters"] for b in runs[::-1] for name, r in b["results"].items()}
@@ -294,7 +304,7 @@ def eval_cpu(records: Path) -> str:
     runs = sorted((_json(path) for path in (records / "benchmarks").glob("eval-cpu-*.json")),
                   key=lambda b: b["settings"]["threads"])
     if not runs:
-        return "No record yet (`docs/records/benchmarks/eval-cpu-*.json`).\n"
+        return _no_record("eval-cpu-*.json")
     names = list(runs[0]["results"])
     rows = [[name, *[_fmt(b["results"][name]["time_vs_static"], ".2f") + "×" for b in runs]] for name in names]
     header = ["cache", *[f"time against static, {_machine(b)}" for b in runs]]
@@ -302,10 +312,9 @@ def eval_cpu(records: Path) -> str:
 
 def cache_cpu(records: Path) -> str:
     """Each cache alone on synthetic states against a softmax over 50,000 words: the bound on eval's slowdown."""
-    path = records / "benchmarks" / "cache-cpu.json"
-    if not path.is_file():
-        return "No record yet (`docs/records/benchmarks/cache-cpu.json`).\n"
-    b = _json(path)
+    b = _benchmark(records, "cache-cpu.json")
+    if b is None:
+        return _no_record("cache-cpu.json")
     a = b["args"]
     what = {"unigram": "unigram", "local": f"local, window {a['cache_size']:,}, {len(a['thetas'])} values of θ at once",
             "unbounded": f"unbounded, {a['index']}, nprobe {a['nprobe']}, k {a['knn']:,}"}
@@ -317,10 +326,9 @@ def cache_cpu(records: Path) -> str:
 
 def knn_cpu(records: Path) -> str:
     """Exact nearest neighbours in torch against FAISS's Flat, one row per datastore size, and the cache on a stream."""
-    path = records / "benchmarks" / "knn-cpu.json"
-    if not path.is_file():
-        return "No record yet (`docs/records/benchmarks/knn-cpu.json`).\n"
-    b = _json(path)
+    b = _benchmark(records, "knn-cpu.json")
+    if b is None:
+        return _no_record("knn-cpu.json")
     machine = _machine({"environment": b["machine"]})
     rows = [[f"search, {r['states']:,} states", _fmt(r["torch_vs_faiss"], ".2f") + "×",
              _fmt(100 * r["same_neighbour_sets"], ".3f") + "%",
@@ -335,10 +343,9 @@ def knn_cpu(records: Path) -> str:
 
 def threads_cpu(records: Path) -> str:
     """`groc train`'s speed with each thread setting against one thread, per scenario and kind (benchmarks/threads.py)."""
-    path = records / "benchmarks" / "threads-cpu.json"
-    if not path.is_file():
-        return "No record yet (`docs/records/benchmarks/threads-cpu.json`).\n"
-    b = _json(path)
+    b = _benchmark(records, "threads-cpu.json")
+    if b is None:
+        return _no_record("threads-cpu.json")
     settings = list(dict.fromkeys(r["threads"] for r in b["rows"]))
     cells = {(r["scenario"], r["kind"], r["threads"]): r for r in b["rows"]}
     rows = []
@@ -356,24 +363,20 @@ def threads_cpu(records: Path) -> str:
 
 def tools_cpu(records: Path) -> str:
     """Tokenization's processes, preparation's peak memory and start-up, one row a record that exists."""
-    d = records / "benchmarks"
     rows = []
-    if (d / "tokenize-cpu.json").is_file():
-        b = _json(d / "tokenize-cpu.json")
+    if b := _benchmark(records, "tokenize-cpu.json"):
         same = "byte-identical output" if b["identical_output"] else "**different output**"
         rows.append([f"`groc tokenize -j 2` against `-j 1`, {b['whitespace_tokens'] / 1e6:.1f}M tokens of "
                      f"{Path(b['source']).name}", f"{b['speedup']:.2f}× faster, {same}", "`tokenize-cpu.json`"])
-    if (d / "prepare-cpu.json").is_file():
-        b = _json(d / "prepare-cpu.json")
+    if b := _benchmark(records, "prepare-cpu.json"):
         peaks = "; ".join(f"{r['tokens'] / 1e6:,.1f}M tokens: {r['peak_rss_mb']:,.1f} MB" for r in b["runs"])
         rows.append(["`groc prepare`, peak resident memory", f"{peaks} (imports alone: {b['imports_rss_mb']:,.1f} MB)",
                      "`prepare-cpu.json`"])
-    if (d / "startup-cpu.json").is_file():
-        b = _json(d / "startup-cpu.json")
+    if b := _benchmark(records, "startup-cpu.json"):
         times = "; ".join(f"`{r['command']}` {r['vs_import_torch']:.2f}×" for r in b["rows"])
         rows.append(["start-up against `python -c \"import torch\"`", times, "`startup-cpu.json`"])
     if not rows:
-        return "No record yet (`docs/records/benchmarks/{tokenize,prepare,startup}-cpu.json`).\n"
+        return _no_record("{tokenize,prepare,startup}-cpu.json")
     return _table(["what", "figure", "record (`docs/records/benchmarks/`)"], rows)
 
 def table1(records: Path) -> str:
