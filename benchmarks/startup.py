@@ -31,6 +31,7 @@ def commands(scratch: Path) -> dict[str, list[str]]:
     return {
         "groc --help": ["--help"],
         "groc train --help": ["train", "--help"],
+        "groc finetune --help": ["finetune", "--help"],
         "groc tokenize (2 lines)": ["tokenize", str(text)],
         "groc prepare (2 lines)": ["prepare", "--train", str(text), "-o", str(scratch / "out"), "--force"],
     }

@@ -14,7 +14,7 @@ from groc_cli.cli import command as click_command
 from groc_cli.commands import SUMMARIES
 from groc_cli.models import ModelConfig
 from groc_cli.settings import default_of, toml_loads
-from groc_cli.training.loop import TrainConfig
+from groc_cli.training.config import TrainConfig
 from tests.conftest import REPO, TINY, run_groc
 
 
@@ -144,6 +144,17 @@ def test_every_flag_an_error_names_exists():
                         for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*", node.value):
                             named[flag] = f"{path.name}:{node.lineno}"
     assert {flag: where for flag, where in named.items() if flag not in options} == {}
+
+
+def test_a_flag_not_made_by_its_name_is_a_model_or_training_setting():
+    """--help writes a setting named in backticks as its flag without importing the evaluation's and
+    generation's settings (and torch): that holds while every setting whose flag is not the one its
+    name makes (`output`: --output-layer) is the model's or training's."""
+    from groc_cli.commands._settings import made_flag, model_flags, setting_flags
+
+    own = {name: flag for name, flag in setting_flags().items() if flag != made_flag(name)}
+    assert own == {"output": "--output-layer"}
+    assert all(model_flags()[name] == flag for name, flag in own.items())
 
 
 @pytest.mark.parametrize("args,message", [

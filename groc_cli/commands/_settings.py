@@ -143,18 +143,20 @@ def setting_errors(ctx, catch: tuple = (ValueError, SettingError)):
         raise GrocError(with_flags(exc, flags(ctx), first=True)) from None
 
 
-def with_flags(exc: BaseException | str, names: dict[str, str], first: bool = False) -> str:
+def with_flags(exc: BaseException | str, names: dict[str, str], first: bool = False, fallback=None) -> str:
     """The message of ``exc`` (an exception or a log line) as the command says it: each setting named in backticks written as its
     flag (``names``: the running command's, else any setting's flag, else the flag its name makes:
     prepare's `train` in train's "prepare it with `train`"), and, with
     ``first``, a message that starts with a setting's name (``check_fields``'s "lr must be ...")
     starting with its flag. The one place where a setting's name becomes a flag (cli.py's handler
-    calls it for an error raised outside ``setting_errors``)."""
+    calls it for an error raised outside ``setting_errors``). ``fallback`` replaces the lookup of a name
+    that is not in ``names`` (default: ``flag_of_name``)."""
     text = exc.text if isinstance(exc, GrocError) else str(exc)  # a log line is its own text
     name, _, rest = text.partition(" ")
     if first and name in names:
         text = f"{names[name]} {rest}"
-    return SETTING_NAME.sub(lambda m: names.get(m[1]) or flag_of_name(m[1]), text)
+    fallback = fallback or flag_of_name
+    return SETTING_NAME.sub(lambda m: names.get(m[1]) or fallback(m[1]), text)
 
 
 @functools.cache
@@ -165,7 +167,7 @@ def setting_flags() -> dict[str, str]:
     from ..evaluation.settings import EvalSettings
     from ..generation import GenerateSettings
     from ..models.config import ModelConfig
-    from ..training.loop import TrainConfig
+    from ..training.config import TrainConfig
 
     return {f.name: S.flag_of(f) for cls in (ModelConfig, TrainConfig, GenerateSettings, EvalSettings)
             for f in S.all_fields(cls)}
@@ -174,13 +176,33 @@ def setting_flags() -> dict[str, str]:
 def flag_of_name(name: str) -> str:
     """The flag of the setting or option ``name`` whatever the command: the setting's, else the
     flag its name makes (another command's option: prepare's `train`, eval's `states`)."""
-    return setting_flags().get(name) or "--" + name.replace("_", "-")
+    return setting_flags().get(name) or made_flag(name)
+
+
+def made_flag(name: str) -> str:
+    """The flag a setting's or option's name makes: `max_epochs` is --max-epochs."""
+    return "--" + name.replace("_", "-")
+
+
+@functools.cache
+def model_flags() -> dict[str, str]:
+    """The model's and training's settings by name, with their flags: known without importing torch
+    (their classes are torch-free), and the only settings whose flag is not the one their name makes
+    (`output` is --output-layer; a test holds every settings class to it)."""
+    from ..models.config import ModelConfig
+    from ..training.config import TrainConfig
+
+    return {f.name: S.flag_of(f) for cls in (ModelConfig, TrainConfig) for f in S.all_fields(cls)}
 
 
 def help_text(help: str, names: dict[str, str] | None = None) -> str:
     """A setting's help as its option shows it: the settings it names in backticks as flags (``names``:
-    the command's own, where known; another command's option, eval's `states`, by the flag its name makes)."""
-    return with_flags(help, names or {}) if "`" in help else help
+    the command's own, where known; a model or training setting by its flag; another name, eval's
+    `states` or `cache`, by the flag its name makes). Nothing here imports the evaluation's or
+    generation's settings, and so torch: a command's --help loads no more than its own settings."""
+    if "`" not in help:
+        return help
+    return with_flags(help, {**model_flags(), **(names or {})}, fallback=made_flag)
 
 
 CONFIG = typer.Option(None, "--config", help="Settings from a JSON or TOML file (a run's config.json works); flags "

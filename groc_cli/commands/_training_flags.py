@@ -15,7 +15,6 @@ from rich.table import Column
 
 from ..console import err, log
 from ..errors import GrocError
-from ..runtime import set_threads
 
 
 class StepProgress:
@@ -117,6 +116,8 @@ def check_start(resume: bool, force: bool, config: Path | None, overrides: list[
     """The flags of a training job that contradict each other, refused before any work; the CPU threads."""
     if resume and force:
         raise GrocError("--resume and --force contradict each other; pick one")
+    from ..runtime import set_threads  # torch: not for --help
+
     set_threads(threads)
     if resume and (config is not None or overrides):
         raise GrocError("--resume continues with the run's own settings: drop --config and KEY=VALUE overrides")

@@ -9,8 +9,7 @@ import typer
 
 from ..console import emit_json
 from ..models import ModelConfig
-from ..training.api import TrainJob, run_training
-from ..training.loop import TrainConfig
+from ..training.config import TrainConfig
 from . import _settings as S
 from ._inputs import THREADS, VERIFY
 from ._training_flags import COMMON, check_start, observers
@@ -41,6 +40,8 @@ def finetune(
 ) -> None:
     """Finetune a trained model on new data; new words are composed (groc) or get random rows (table outputs)."""
     check_start(resume, force, config, overrides, threads)
+    from ..training.api import TrainJob, run_training  # torch: not for --help
+
     # The model's settings are the trained run's; a --config (even a run's config.json) gives training settings only.
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides, fixed=("model",))
     job = TrainJob(dataset=dataset, output_dir=output_dir, lexicon=lexicon, device=device, resume=resume, force=force,

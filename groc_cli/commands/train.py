@@ -10,9 +10,7 @@ import typer
 from ..console import emit_json
 from ..errors import GrocError, SettingError
 from ..models import SIZES, ModelConfig
-from ..run_storage import Run
-from ..training.api import TrainJob, run_training
-from ..training.loop import TrainConfig
+from ..training.config import TrainConfig
 from . import _settings as S
 from ._inputs import THREADS, VERIFY, choices
 from ._training_flags import COMMON, check_start, observers
@@ -62,14 +60,13 @@ def train(
     if old_output is not None:  # -o/--output names a path in every other stage
         raise GrocError(f"--output is now --output-layer (the output layer's kind): use --output-layer {old_output}")
     check_start(resume, force, config, overrides, threads)
+    from ..training.api import TrainJob, run_training  # torch: not for --help
+
     if resume and size is not None:
         raise GrocError("--resume continues with the run's own sizes: drop --size")
     preset = None if size is None else (f"--size {size.value}", SIZES[size.value])
     if resume and "output" not in S.given(ctx):
-        # A setting of the run's layer, given again, is checked against that layer, not against tied; a missing
-        # or damaged run is its own one-line error here, before any flag is checked.
-        layer = Run(output_dir).model_config.output
-        preset = (f"the run's --output-layer {layer}", {"output": layer})
+        preset = _resumed_layer(output_dir)
     built = S.resolve(ctx, {"model": ModelConfig, "train": TrainConfig}, settings, config, overrides, preset=preset)
     job = TrainJob(dataset=dataset, output_dir=output_dir, lexicon=lexicon, device=device, resume=resume, force=force,
                    verify=verify, given=S.given(ctx))
@@ -77,6 +74,16 @@ def train(
         summary = run_training(job, built["train"], model_config=built["model"], progress=progress)
     if json_out:
         emit_json(summary)
+
+
+def _resumed_layer(output_dir: Path) -> tuple[str, dict]:
+    """The output layer of the run --resume continues, as a preset: a setting of that layer, given again, is
+    checked against it, not against tied's; a missing or damaged run is its own one-line error here, before
+    any flag is checked."""
+    from ..run_storage import Run
+
+    layer = Run(output_dir).model_config.output
+    return (f"the run's --output-layer {layer}", {"output": layer})
 
 
 def register(app: typer.Typer) -> None:

@@ -5,18 +5,31 @@ Public API: ``ModelConfig`` (``config_class(kind)``: a kind's own settings), ``L
 (``register_output_layer``, ``output_layer_class``, ``KINDS``) and the interface a layer implements
 (``OutputLayer``, ``SoftmaxComposed``; docs/extending.md). See ``lm`` for the
 training-step protocol.
+
+Importing the package loads no torch: the settings, the lexicon and the registry are torch-free,
+and the rest is imported on first use (``groc_cli.models.build_model``), as each output layer's
+module is on the first ``output_layer_class`` of its kind. So a command's help, built from the
+settings, starts without torch.
 """
 
-from .common import Composed, OutputLayer, SoftmaxComposed
+from __future__ import annotations
+
+import importlib
+
 from .config import SIZES, ModelConfig, config_class
 from .lexicon import Lexicon
 from .registry import KINDS, output_kinds, output_layer_class, register_output_layer
 
-# The built-in output layers register themselves when imported; the order of these imports
-# is the order of --output-layer's choices. A new layer module is imported here.
-from . import tables, adaptive, convolutional, groc  # noqa: E402,F401,I001
+# name -> the module that defines it, imported on first use (torch).
+_LAZY = {"Composed": "common", "OutputLayer": "common", "SoftmaxComposed": "common", "LanguageModel": "lm",
+         "build_model": "lm"}
 
-from .lm import LanguageModel, build_model  # noqa: E402
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["KINDS", "SIZES", "Composed", "LanguageModel", "Lexicon", "ModelConfig", "OutputLayer", "SoftmaxComposed",
            "build_model", "config_class", "output_kinds", "output_layer_class", "register_output_layer"]

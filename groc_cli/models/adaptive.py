@@ -23,7 +23,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from .common import Composed, OutputLayer, replace_parameter, uniform_, variational_dropout
-from .config import AdaptiveConfig
 from .registry import register_output_layer
 
 DEFAULT_FRACTIONS = (0.2, 0.7)
@@ -40,7 +39,7 @@ def bin_bounds(config, vocab_size: int) -> list[int]:
     return [0] + cuts + [vocab_size]
 
 
-@register_output_layer("adaptive", config=AdaptiveConfig)
+@register_output_layer("adaptive")
 class AdaptiveOutput(OutputLayer):
     @classmethod
     def check_vocab_size(cls, config, size: int, where: str) -> None:

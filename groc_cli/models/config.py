@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from ..errors import SettingError
 from ..settings import all_fields, check_fields, setting
 from .lexicon import PAPER_DEFINITION_WORDS, PAPER_RELATIONS
-from .registry import KINDS, config_of, output_kinds
+from .registry import KINDS, config_of, declare_output_layers, output_kinds
 
 ACTIVATIONS = ("relu", "selu", "tanh")
 
@@ -292,3 +292,13 @@ class GroCConfig(CharEncoderSettings, ResidualOutputSettings, ModelConfig):
         super().validate()
         if self.bias == "free" and (self.bias_activation is not None or self.bias_dropout):
             raise SettingError("bias_activation and bias_dropout shape the composed bias; with bias 'free' leave them unset")
+
+
+# The built-in output layers: each kind with the module that registers its layer and its settings, in the
+# order of the `output` setting's choices. Declared here, they are choices with their settings before any
+# layer module (and torch) is imported: the train command's help lists them all without loading one.
+declare_output_layers("groc_cli.models.tables", {"lookup": LookupConfig, "tied": TiedConfig, "bilinear": None,
+                                                 "deep-residual": DeepResidualConfig})
+declare_output_layers("groc_cli.models.adaptive", {"adaptive": AdaptiveConfig})
+declare_output_layers("groc_cli.models.convolutional", {"convolutional": ConvolutionalConfig})
+declare_output_layers("groc_cli.models.groc", {"groc": GroCConfig})

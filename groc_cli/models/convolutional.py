@@ -17,11 +17,10 @@ from torch import nn
 from .chars import PlanCache, StringTable
 from .common import (OutputLayer, SoftmaxComposed, char_encoder, init_char_encoder, remap_rows, replace_parameter,
                      uniform_, variational_dropout)
-from .config import ConvolutionalConfig
 from .registry import register_output_layer
 
 
-@register_output_layer("convolutional", config=ConvolutionalConfig)
+@register_output_layer("convolutional")
 class ConvolutionalOutput(OutputLayer):
     def __init__(self, config, vocab: list[str], generator=None) -> None:
         super().__init__(config, vocab)

@@ -35,7 +35,6 @@ from torch import nn
 from .chars import PlanCache, StringTable, csr_rows, encode_strings
 from .common import (ACT, OutputLayer, ResidualOutputNet, SoftmaxComposed, char_encoder, init_char_encoder, remap_rows,
                      replace_parameter, uniform_)
-from .config import GroCConfig
 from .kernels import linear
 from .lexicon import Lexicon
 from .registry import register_output_layer
@@ -57,7 +56,7 @@ class _Table(NamedTuple):
     def_indices: torch.Tensor
 
 
-@register_output_layer("groc", config=GroCConfig)
+@register_output_layer("groc")
 class GroCOutput(OutputLayer):
     # Reads the lexicon; composes rows of any string; update_prob < 1 composes sparsely (B.4).
     needs_lexicon = True

@@ -32,12 +32,10 @@ from .common import (
     uniform_,
     variational_dropout,
 )
-from .config import DeepResidualConfig, LookupConfig, TiedConfig
 from .registry import register_output_layer
 
 
-@register_output_layer("lookup", "tied", "bilinear", "deep-residual",
-                       config={"lookup": LookupConfig, "tied": TiedConfig, "deep-residual": DeepResidualConfig})
+@register_output_layer("lookup", "tied", "bilinear", "deep-residual")
 class TableOutput(OutputLayer):
     """Per-word tables, one class for four kinds (``config.output`` picks the output side)."""
 

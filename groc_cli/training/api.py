@@ -31,7 +31,8 @@ from ..runtime import init_distributed, resolve_device, tune_allocator
 from ..settings import MISSING, default_of
 from ..text.dataset import open_dataset
 from .data import batchify, model_ids, token_counts
-from .loop import TrainConfig, Trainer
+from .config import TrainConfig
+from .loop import Trainer
 from ..run_storage import RUN_FORMAT, RUN_FORMAT_VERSION, Run, copy_lexicon, load_checkpoint, read_lexicon, write_vocab
 from .seed import seed_everything
 from ..start_state import write_start_states

@@ -52,6 +52,35 @@ def test_a_kind_is_registered_once():
         register_output_layer()
 
 
+def test_the_built_in_kinds_and_their_settings_are_known_before_torch():
+    """Importing groc_cli.models loads no layer module: the built-in kinds are declared with their settings
+    (the choices and flags of `groc train --help`), and a kind's module, with torch, is imported by the
+    first output_layer_class of that kind."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from groc_cli.models import KINDS, ModelConfig, output_layer_class\n"
+            "assert 'torch' not in sys.modules\n"
+            "print(','.join(KINDS), type(ModelConfig(output='groc', out_depth=2)).__name__)\n"
+            "assert 'torch' not in sys.modules and 'groc_cli.models.groc' not in sys.modules\n"
+            "print(output_layer_class('groc').__name__, 'groc_cli.models.tables' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [",".join(BUILT_IN), "GroCConfig", "GroCOutput", "False"]
+
+
+def test_a_declared_kind_keeps_the_settings_declared_with_it():
+    class Other(OutputLayer):
+        pass
+
+    with pytest.raises(ValueError, match="'adaptive' has the settings declared with it, not ScaledTiedConfig"):
+        register_output_layer("adaptive", config=ScaledTiedConfig)(Other)
+    with pytest.raises(ValueError, match="'adaptive' is already declared"):
+        registry.declare_output_layers("elsewhere", {"adaptive": None})
+    assert output_layer_class("adaptive").__name__ == "AdaptiveOutput"
+
+
 # -- an eighth output layer, defined only in this test -------------------------------------------
 
 @dataclasses.dataclass
