@@ -1,4 +1,4 @@
-"""Start-up time of groc commands that should not pay for torch: --help, tokenize, prepare.
+"""Start-up time of groc commands that should not pay for torch: --help (of groc and of the stages), tokenize, prepare.
 
     python benchmarks/startup.py                          # this checkout
     python benchmarks/startup.py --before /tmp/before     # and an older groc_cli tree, interleaved
@@ -32,6 +32,7 @@ def commands(scratch: Path) -> dict[str, list[str]]:
         "groc --help": ["--help"],
         "groc train --help": ["train", "--help"],
         "groc finetune --help": ["finetune", "--help"],
+        "groc eval --help": ["eval", "--help"],
         "groc tokenize (2 lines)": ["tokenize", str(text)],
         "groc prepare (2 lines)": ["prepare", "--train", str(text), "-o", str(scratch / "out"), "--force"],
     }

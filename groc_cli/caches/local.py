@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from ..errors import SettingError
 from ..settings import setting
 from .base import cache_size_setting, check_cache_size, check_chunk
 from .registry import ConfiguredCache, register_cache
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: The dtypes of ``dtype``, by name (torch's, resolved when the cache is built: importing this module loads no torch).
+_DTYPES = ("float32", "float64")
 #: The window when none is given (Grave et al. 2017c use up to 10,000; so does GroC C.4).
 DEFAULT_WINDOW = 10_000
 
@@ -81,11 +81,13 @@ class LocalCache(ConfiguredCache):
             raise ValueError(f"dim must be an integer >= 1, got {dim}")
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        import torch
+
         self.thetas = thetas
         self.cache_size = int(cache_size)
         self.block_size = int(block_size)
         self.dim = None if dim is None else int(dim)
-        self._dtype = _DTYPES[dtype]
+        self._dtype = getattr(torch, dtype)
         self.settings = [
             {"kind": "local", "cache_size": self.cache_size, "theta": t} for t in thetas
         ]
@@ -134,6 +136,8 @@ class LocalCache(ConfiguredCache):
         return out
 
     def _score_block(self, h: np.ndarray, y: np.ndarray) -> np.ndarray:
+        import torch
+
         n, w = len(y), self.cache_size
         q = torch.from_numpy(h).to(self._dtype)
         yt = torch.from_numpy(y)
@@ -197,6 +201,8 @@ class LocalCache(ConfiguredCache):
         return out
 
     def _append(self, q: torch.Tensor, yt: torch.Tensor, g: torch.Tensor) -> None:
+        import torch
+
         w = self.cache_size
         if self._keys is None:
             self._keys = torch.empty((w, q.shape[1]), dtype=self._dtype)

@@ -54,7 +54,6 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from ..artifacts.atomic import atomic_path
 from ..json_input import parse_json
@@ -63,7 +62,6 @@ from ..errors import SettingError, named
 from ..faiss_build import load_faiss
 from ..settings import setting
 from .base import check_chunk
-from .knn_torch import TorchExactSearch
 from .registry import CacheContext, ConfiguredCache, register_cache
 
 class _Faiss:
@@ -345,6 +343,8 @@ class UnboundedCache(ConfiguredCache):
         self.block_size = o.block_size
         self.device = o.device
         self._index = self._new_index()
+        import torch  # here, not at import: eval's help reads this module's settings without torch
+
         self.search = choose_search(o.search, is_flat(self._index), torch.device(o.device).type)
         use_gpu = o.use_gpu
         if self.search == "torch":
@@ -657,6 +657,8 @@ class UnboundedCache(ConfiguredCache):
 
     def _attach(self) -> None:
         if self.search == "torch":
+            from .knn_torch import TorchExactSearch
+
             self._store = TorchExactSearch(self.dim, self.device, self._stored_states)
             return
         store = self._coded()
@@ -789,6 +791,8 @@ class UnboundedCache(ConfiguredCache):
         else:
             dist_idx = np.zeros((n, 0))
             lab_idx = np.zeros((n, 0), dtype=np.int64)
+        import torch
+
         # Exact distances to earlier positions of the block (float64: no cancellation blow-up).
         q = torch.from_numpy(h).double()
         sq = (q * q).sum(1)
@@ -845,6 +849,8 @@ class UnboundedCache(ConfiguredCache):
         # indexing), converted to float32 (torch: faster than numpy for float16), and compared
         # by the routine faiss::IndexFlat::compute_distance_subset uses, so the distances are
         # bit for bit those of the in-memory stage.
+        import torch
+
         dist = np.empty(pos.shape, dtype=np.float32)
         rows = max(1, RERANK_ELEMENTS // (k_base * self.dim))
         gathered, converted = self._rerank_buffers(rows * k_base)

@@ -165,7 +165,7 @@ def setting_flags() -> dict[str, str]:
     caches' (for a name that is not an option of the running command, and for help texts, which
     name settings in backticks as messages do)."""
     from ..evaluation.settings import EvalSettings
-    from ..generation import GenerateSettings
+    from ..generation_settings import GenerateSettings
     from ..models.config import ModelConfig
     from ..training.config import TrainConfig
 
@@ -202,7 +202,7 @@ def help_text(help: str, names: dict[str, str] | None = None) -> str:
     generation's settings, and so torch: a command's --help loads no more than its own settings."""
     if "`" not in help:
         return help
-    return with_flags(help, {**model_flags(), **(names or {})}, fallback=made_flag)
+    return with_flags(help, names or {}, fallback=lambda name: model_flags().get(name) or made_flag(name))
 
 
 CONFIG = typer.Option(None, "--config", help="Settings from a JSON or TOML file (a run's config.json works); flags "

@@ -7,8 +7,7 @@ from pathlib import Path
 import typer
 
 from ..console import emit_json
-from ..runtime import set_threads
-from ..evaluation.states import DumpSettings, dump_states
+from ..evaluation.settings import DumpSettings
 from . import _settings as S
 from ._inputs import RECORD_JSON, THREADS, VERIFY
 from . import SUMMARIES
@@ -38,6 +37,9 @@ def dump(
     **settings,
 ) -> None:
     """Dump the states a cache needs (one stream, carried state), written incrementally and atomically."""
+    from ..evaluation.states import dump_states  # torch: not for --help
+    from ..runtime import set_threads
+
     set_threads(threads)
     with S.setting_errors(ctx):
         dump_settings = DumpSettings(**settings)

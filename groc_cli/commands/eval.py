@@ -11,10 +11,8 @@ import typer
 from ..artifacts.locks import claim_output
 from ..console import emit_json
 from ..errors import GrocError
-from ..runtime import set_threads
 from ..evaluation.grid import parse_grid
-from ..evaluation.perplexity import EvalOutputs, EvalSettings, evaluate
-from ..evaluation.settings import option_help
+from ..evaluation.settings import EvalSettings, option_help
 from ._inputs import RECORD_JSON, THREADS, VERIFY
 from . import _settings as S
 from . import SUMMARIES
@@ -81,6 +79,8 @@ def eval_command(
         if per_token is not None and str(per_token) == "-":
             raise GrocError("--per-token -: the per-token table is Parquet, written to a file (stdout has eval's JSON "
                             "record); give a path, e.g. --per-token test.parquet")
+        from ..evaluation.perplexity import EvalOutputs, evaluate  # torch: not for --help
+        from ..runtime import set_threads
         set_threads(threads)
         origin: dict[str, str] = {}
         given = {name: value for name, value in options.items() if value or name not in FROM_STATES}

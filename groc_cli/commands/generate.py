@@ -11,7 +11,7 @@ import typer
 
 from ..console import write_stdout
 from ..errors import GrocError, SettingError
-from ..generation import GenerateInput, GenerateSettings
+from ..generation_settings import GenerateInput, GenerateSettings
 from . import SUMMARIES
 from . import _settings as S
 from ._inputs import THREADS, UTF8_ERRORS, Checkpoint, Utf8Errors, checkpoint_option

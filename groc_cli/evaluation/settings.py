@@ -1,4 +1,4 @@
-"""``groc eval``'s settings: its own fields here, each registered cache's from the cache's own
+"""``groc eval``'s settings (and ``groc dump``'s, ``DumpSettings``): its own fields here, each registered cache's from the cache's own
 Settings dataclass (``caches.registry``), all given flat: ``EvalSettings(cache="local", theta=0.5)``.
 Messages name the settings in backticks (``errors``): the API's users read names, the command flags.
 
@@ -17,7 +17,7 @@ from typing import Any
 from ..caches import CACHE_KINDS, setting_fields
 from ..caches.registry import grid_name
 from ..errors import SettingError
-from ..settings import default_of, flag_of, setting
+from ..settings import check_fields, default_of, flag_of, same_as, setting
 
 #: The values of ``vocab``: the model's closed vocabulary, or its union with the split's types.
 VOCAB_MODES = ("model", "union")
@@ -125,6 +125,31 @@ class EvalSettings:
             if f.name == "cache_weight":
                 d.update(self.caches)
         return {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}
+
+
+#: The dtypes ``groc dump`` stores hidden states in.
+DTYPES = ("float16", "float32")
+
+
+@dataclass
+class DumpSettings:
+    """What ``groc dump`` writes of a run on a split; its command-line options are generated from
+    these fields (``commands/dump.py``). ``DumpSettings(split="valid", vocab="union")``."""
+
+    split: str = setting(help="Split to dump: train, valid or test.")
+    vocab: str = setting("model", "model or union (as 'groc eval --vocab'); union also stores each position's "
+                         "probability mass on new words (GroC) for `downweight_new`.", choices=VOCAB_MODES)
+    dtype: str = setting("float16", "Hidden states as float16 (half the disk; caches then see rounded states) or "
+                         "float32 (same results as 'groc eval' without `states`).", choices=DTYPES)
+    checkpoint: str = setting("best", "Which weights of the run: best (lowest validation perplexity) or last.",
+                              choices=("best", "last"))
+    chunk: int = same_as(EvalSettings, "chunk")
+    device: str = same_as(EvalSettings, "device")
+    lexicon: Path | None = setting(None, "GroC: use this lexicon table instead of the run's own (recorded in "
+                                   "meta.json).")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def flags() -> dict[str, str]:

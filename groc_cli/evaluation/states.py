@@ -39,36 +39,12 @@ from ..models import output_layer_class
 from ..runtime import resolve_device
 from ..text.dataset import Dataset, open_dataset
 from ..run_storage import Run
-from ..settings import check_fields, same_as, setting
-from .settings import EvalSettings, check_reading, check_split
+from ..settings import check_fields
+from .settings import DTYPES, DumpSettings, check_reading, check_split  # noqa: F401 (DTYPES: for the readers of this module)
 from .stream import Chunk, load_lexicon, load_model, model_chunks
 from .vocab import VOCAB_MODES, EvalVocab, run_eval_vocab
 
 STATES_FORMAT_VERSION = 1
-DTYPES = ("float16", "float32")
-
-
-@dataclass
-class DumpSettings:
-    """What ``groc dump`` writes of a run on a split; its command-line options are generated from
-    these fields (``commands/dump.py``). ``DumpSettings(split="valid", vocab="union")``."""
-
-    split: str = setting(help="Split to dump: train, valid or test.")
-    vocab: str = setting("model", "model or union (as 'groc eval --vocab'); union also stores each position's "
-                         "probability mass on new words (GroC) for `downweight_new`.", choices=VOCAB_MODES)
-    dtype: str = setting("float16", "Hidden states as float16 (half the disk; caches then see rounded states) or "
-                         "float32 (same results as 'groc eval' without `states`).", choices=DTYPES)
-    checkpoint: str = setting("best", "Which weights of the run: best (lowest validation perplexity) or last.",
-                              choices=("best", "last"))
-    chunk: int = same_as(EvalSettings, "chunk")
-    device: str = same_as(EvalSettings, "device")
-    lexicon: Path | None = setting(None, "GroC: use this lexicon table instead of the run's own (recorded in "
-                                   "meta.json).")
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-
-
 def dump_states(run_dir: Path, dataset_dir: Path, out_dir: Path, settings: DumpSettings, *, force: bool = False,
                 verify: bool = False) -> dict:
     """Dump ``settings.split`` of ``dataset_dir`` as the run ``run_dir`` sees it into the states
