@@ -6,17 +6,11 @@ their modules on first use, so that a command's help reads only the settings mod
 
 from __future__ import annotations
 
-import importlib
+from ..lazy import lazy_exports
 
 # name -> the module that defines it, imported on first use.
-_LAZY = {"EvalSettings": "settings", "evaluate": "perplexity", "DumpSettings": "states", "dump_states": "states",
+_LAZY = {"EvalSettings": "settings", "evaluate": "perplexity", "DumpSettings": "settings", "dump_states": "states",
          "open_states": "states"}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = ["DumpSettings", "EvalSettings", "dump_states", "evaluate", "open_states"]

@@ -14,8 +14,7 @@ settings, starts without torch.
 
 from __future__ import annotations
 
-import importlib
-
+from ..lazy import lazy_exports
 from .config import SIZES, ModelConfig, config_class
 from .lexicon import Lexicon
 from .registry import KINDS, output_kinds, output_layer_class, register_output_layer
@@ -23,13 +22,7 @@ from .registry import KINDS, output_kinds, output_layer_class, register_output_l
 # name -> the module that defines it, imported on first use (torch).
 _LAZY = {"Composed": "common", "OutputLayer": "common", "SoftmaxComposed": "common", "LanguageModel": "lm",
          "build_model": "lm"}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = ["KINDS", "SIZES", "Composed", "LanguageModel", "Lexicon", "ModelConfig", "OutputLayer", "SoftmaxComposed",
            "build_model", "config_class", "output_kinds", "output_layer_class", "register_output_layer"]
