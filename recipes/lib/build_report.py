@@ -362,7 +362,8 @@ def threads_cpu(records: Path) -> str:
                    *[f"--threads {t}: speed against 1" for t in settings]], rows)
 
 def tools_cpu(records: Path) -> str:
-    """Tokenization's processes, preparation's peak memory and start-up, one row a record that exists."""
+    """Tokenization's processes, the peak memory of preparation and of one long line and split, and start-up, one row a
+    record that exists."""
     rows = []
     if b := _benchmark(records, "tokenize-cpu.json"):
         same = "byte-identical output" if b["identical_output"] else "**different output**"
@@ -372,11 +373,19 @@ def tools_cpu(records: Path) -> str:
         peaks = "; ".join(f"{r['tokens'] / 1e6:,.1f}M tokens: {r['peak_rss_mb']:,.1f} MB" for r in b["runs"])
         rows.append(["`groc prepare`, peak resident memory", f"{peaks} (imports alone: {b['imports_rss_mb']:,.1f} MB)",
                      "`prepare-cpu.json`"])
+    lines = [b for name in ("line-memory-cpu-small.json", "line-memory-cpu.json") if (b := _benchmark(records, name))]
+    if lines:
+        scored = "; ".join(f"{b['score_line']['chars'] / 1e6:.1f}M characters ({b['score_line']['tokens'] / 1e3:,.0f}K "
+                           f"tokens): {b['score_line']['peak_rss_mb']:,.0f} MB" for b in lines)
+        rows.append(["`groc score` of one line, peak resident memory", scored, "`line-memory-cpu*.json`"])
+        evals = "; ".join(f"{b['eval_split']['tokens'] / 1e6:.1f}M tokens: {b['eval_split']['cache_none']['peak_rss_mb']:,.0f} "
+                          f"MB, local cache {b['eval_split']['cache_local']['peak_rss_mb']:,.0f} MB" for b in lines)
+        rows.append(["`groc eval --per-token` of one split, peak resident memory", evals, "`line-memory-cpu*.json`"])
     if b := _benchmark(records, "startup-cpu.json"):
         times = "; ".join(f"`{r['command']}` {r['vs_import_torch']:.2f}×" for r in b["rows"])
         rows.append(["start-up against `python -c \"import torch\"`", times, "`startup-cpu.json`"])
     if not rows:
-        return _no_record("{tokenize,prepare,startup}-cpu.json")
+        return _no_record("{tokenize,prepare,line-memory,startup}-cpu.json")
     return _table(["what", "figure", "record (`docs/records/benchmarks/`)"], rows)
 
 def table1(records: Path) -> str:
