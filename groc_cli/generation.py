@@ -24,7 +24,7 @@ from typing import Iterable, Iterator, Sequence
 
 import torch
 
-from .generation_settings import GenerateInput, GenerateSettings  # noqa: F401 (GenerateInput: for the readers of this module)
+from .generation_settings import GenerateSettings
 
 
 @dataclass

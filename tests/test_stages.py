@@ -15,7 +15,7 @@ from groc_cli.commands._settings import help_text
 from groc_cli.evaluation.compare import CompareSettings
 from groc_cli.evaluation.settings import EvalSettings, cache_setting_names, line_cache_kinds, option_help
 from groc_cli.evaluation.states import DumpSettings
-from groc_cli.generation import GenerateInput, GenerateSettings
+from groc_cli.generation_settings import GenerateInput, GenerateSettings
 from groc_cli.lexicon.extract import LexiconSettings
 from groc_cli.models import ModelConfig
 from groc_cli.scoring import ScoreSettings

@@ -161,16 +161,13 @@ def with_flags(exc: BaseException | str, names: dict[str, str], first: bool = Fa
 
 @functools.cache
 def setting_flags() -> dict[str, str]:
-    """Every setting's flag by its name: the model's, training's, generation's, and eval's with its
-    caches' (for a name that is not an option of the running command, and for help texts, which
-    name settings in backticks as messages do)."""
+    """Every setting's flag by its name: the model's and training's (``model_flags``), generation's, and
+    eval's with its caches' (for a name a message gives that is not an option of the running command)."""
     from ..evaluation.settings import EvalSettings
     from ..generation_settings import GenerateSettings
-    from ..models.config import ModelConfig
-    from ..training.config import TrainConfig
 
-    return {f.name: S.flag_of(f) for cls in (ModelConfig, TrainConfig, GenerateSettings, EvalSettings)
-            for f in S.all_fields(cls)}
+    others = {f.name: S.flag_of(f) for cls in (GenerateSettings, EvalSettings) for f in S.all_fields(cls)}
+    return {**model_flags(), **others}
 
 
 def flag_of_name(name: str) -> str:

@@ -40,7 +40,7 @@ from ..runtime import resolve_device
 from ..text.dataset import Dataset, open_dataset
 from ..run_storage import Run
 from ..settings import check_fields
-from .settings import DTYPES, DumpSettings, check_reading, check_split  # noqa: F401 (DTYPES: for the readers of this module)
+from .settings import DumpSettings, check_reading, check_split
 from .stream import Chunk, load_lexicon, load_model, model_chunks
 from .vocab import VOCAB_MODES, EvalVocab, run_eval_vocab
 

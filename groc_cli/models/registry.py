@@ -18,13 +18,14 @@ command line offers every kind and its settings without loading torch, and the f
 ``output_layer_class(kind)`` imports the module, whose decorator registers the class. A layer
 registered outside the package (a script, a test) is declared by its decorator.
 
-This module imports nothing at import time, so that ``config.py`` can take the ``output`` setting's
-choices from it and the layers, which import ``config.py``, can register here without an import
-circle.
+This module imports no other module of groc_cli, so that ``config.py`` can take the ``output``
+setting's choices from it and the layers, which import ``config.py``, can register here without an
+import circle.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 
 # kind -> layer class, in the order the kinds were registered (the order of the ``output`` setting's choices).
@@ -49,8 +50,6 @@ def declare_output_layers(module: str, configs: dict[str, type | None]) -> None:
 
 def _load(kind: str) -> None:
     """Import the module of declared ``kind`` (its decorator registers the layer)."""
-    import importlib
-
     importlib.import_module(_DECLARED[kind])
     if kind not in _LAYERS:
         raise ValueError(f"module {_DECLARED[kind]} does not register output layer {kind!r}")
