@@ -6,7 +6,7 @@ trainings sharing the GPU (as `recipes/gpu-table2.sh` runs every layer at once).
 Prints ONE JSON object on stdout: the median milliseconds a step of `tied`, of `adaptive` as groc
 trains it, and of `adaptive-synced`, in the same round-robin: first alone, then with --load
 `tied` trainings (benchmarks/train_throughput.py processes) on the same GPU. `adaptive-synced` is the
-layer as it was before session 52: the cluster mask checked on the device (two waits a step) and each
+layer as it was before it went sync-free on GPUs: the cluster mask checked on the device (two waits a step) and each
 tail bin's rows selected with `nonzero` (one wait a bin), the path groc keeps on the CPU. Each wait
 blocks the process until the GPU has run everything queued before it, and with other processes on the
 GPU until their turns are over too. Models: recipes/configs/penn/{tied,adaptive}.toml (2 x 1024 LSTM,
@@ -33,7 +33,7 @@ from groc_cli.models import adaptive  # noqa: E402
 
 
 def synced_head(self, hidden: torch.Tensor) -> torch.Tensor:
-    """AdaptiveComposed._head before session 52: the empty-bin mask made and tested on the device."""
+    """AdaptiveComposed._head before it went sync-free: the empty-bin mask made and tested on the device."""
     logits = F.linear(hidden, self.tables[0])
     if self.cluster is not None:
         cl = self.cluster(hidden)

@@ -20,7 +20,7 @@
 # RESERVE) / 60 unless set. DATASET, KINDS, SCALE (tiny: the CPU dry run), RESULTS, GROC_WORK as gpu-table2.sh.
 # Nothing here writes into a folder it did not make: the shims for `python` and `groc` go into a new
 # temporary folder, removed when the lease ends (writing a shim over a link left by an earlier command
-# can overwrite the image's own interpreter, which is what spent session 35's lease).
+# can overwrite the image's own interpreter, which once spent a whole lease).
 set -euo pipefail
 NAME=gpu-lease
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -118,7 +118,7 @@ def sync_free(device: torch.device) -> bool:
     """Whether `nll` takes every row through each tail bin's softmax and keeps the bin's rows, instead of
     selecting them first. Selecting needs their number on the host (`nonzero`), which on a GPU waits for
     every queued kernel once per bin and step; with several runs sharing one GPU each wait also waits for
-    the others' turns (session 52's H200 window: adaptive at a quarter of tied's rate, 1.38x tied's
+    the others' turns (docs/records/gpu-table2-h200: adaptive at a quarter of tied's rate, 1.38x tied's
     step alone). On the CPU that wait costs nothing and the bin's rows are the cheaper product."""
     return device.type != "cpu"
 

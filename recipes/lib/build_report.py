@@ -248,7 +248,7 @@ def table2_paper(records: Path) -> str:
 
 
 def gpu_window(records: Path) -> str:
-    d = records / "gpu-table2-h200-2026-11-28"
+    d = records / "gpu-table2-h200"
     rows = [[r["output"], f"{r['params_M']:.2f}M", str(r["epochs"]), f"{r['minutes']:.1f}", _fmt(r["valid_ppl"]),
              _fmt(r["test_ppl"]), _fmt(r["paper_test_ppl"], ".1f")]
             for r in pq.read_table(d / "table2.parquet").to_pylist()]
@@ -397,7 +397,7 @@ def table1(records: Path) -> str:
 
 
 def h200_step(records: Path) -> str:
-    d = records / "gpu-table2-h200-2026-11-28" / "benchmarks"
+    d = records / "gpu-table2-h200" / "benchmarks"
     runs = {name: _json(d / f"{name}.json") for name in ("fp32", "amp", "small")}
     kinds = list(runs["fp32"]["results"])
     rows = []

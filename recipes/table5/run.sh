@@ -8,8 +8,8 @@
 #   KINDS=groc bash recipes/table5.sh      one model's stages only (run tied and groc in two
 #                                          processes, then once more without KINDS for the table)
 #   SCALE=paper bash recipes/table5.sh     appendix B.1 model, full finetuning (GPU)
-# Reuters is prepared with --min-count 2 (REUTERS_MIN_COUNT=1 keeps every training word, as in
-# session 3's run; see recipes/lib/common.sh).
+# Reuters is prepared with --min-count 2 (REUTERS_MIN_COUNT=1 keeps every training word, as an
+# earlier version did; see recipes/lib/common.sh).
 # Data layout and domains: recipes/lib/common.sh (crossdomain) and ../shared/data/README.md.
 # For the paper's own 2M/2M/10M News Crawl / Common Crawl / WikiText-103 splits see
 # recipes/data-crossdomain.sh.
