@@ -19,7 +19,7 @@
 # their step records), so pack refuses runs whose projected size on return exceeds BACK_MIB less 1 MiB; run
 # brings back whole runs, in the order packed, as many as fit, and names any left there (unpack then keeps
 # the copy here as it was packed). One device command a lease: a second command does not find the first
-# one's pack on the lent machine; pack again from what came back (docs/reproduction.md, "The sixth run").
+# one's pack on the lent machine; pack again from what came back (docs/records/table2-cpu-h200-partial/).
 set -euo pipefail
 NAME=gpu-resume
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -145,7 +145,7 @@ if [ "$VERB" = run ]; then
     grep -E '^(epoch [0-9]+:|resuming|stopped|groc: error)' "$PACK/runs/$i.log" | sed "s/^/  run $i: /" || true
   done
   # Whole runs, in the order packed, as many as fit in what a lease brings back: a run cut off at the limit
-  # would come back unusable and take the ones after it along (docs/records/table2-cpu-h200-partial: two runs were lost so).
+  # would come back unusable and take the ones after it along (two runs were lost so: see the record above).
   keep=(manifest.tsv) used=$(tar_bytes "$PACK/manifest.tsv") left=0
   while IFS=$'\t' read -r i abs _; do
     need=$(tar_bytes "$PACK/runs/$i" "$PACK/runs/$i.log")

@@ -142,7 +142,8 @@ def test_a_run_interrupted_in_its_first_epoch_keeps_what_it_trained(work, tmp_pa
     step = torch.load(run / "last" / "trainer.pt", weights_only=False)["position"]["step"]
     assert step >= 3
     # Two steps more show where it goes on (the rest of the epoch at this size was half the test's time).
-    tokens = (step + 2) * int(TINY[TINY.index("--batch-size") + 1]) * int(TINY[TINY.index("--bptt") + 1])
+    flags = dict(zip(TINY[::2], TINY[1::2]))
+    tokens = (step + 2) * int(flags["--batch-size"]) * int(flags["--bptt"])
     resumed = run_groc("train", work / "data", "-o", run, "--resume", "--max-tokens", tokens, "--log-every", "1")
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert f"step {step + 1}/".encode() in resumed.stderr and f"step {step}/".encode() not in resumed.stderr
